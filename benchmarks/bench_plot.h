@@ -1,0 +1,22 @@
+// SVG plot of a run, written directly (no plotting dependency).
+#ifndef VSOCKET_BENCHMARKS_BENCH_PLOT_H_
+#define VSOCKET_BENCHMARKS_BENCH_PLOT_H_
+
+#include <string>
+#include <vector>
+
+#include "bench_result.h"
+
+namespace vbench {
+
+// Two panels: p50 ping-pong latency vs message size (log-log) and stream
+// throughput vs message size (log x, linear y), one coloured line per
+// transport (in the order given), with a legend. Panels without data say so.
+// Returns false with *error set if the file cannot be written.
+bool write_svg(const std::string& path, const std::string& title,
+               const std::vector<std::string>& transports,
+               const std::vector<PointResult>& results, std::string* error);
+
+}  // namespace vbench
+
+#endif  // VSOCKET_BENCHMARKS_BENCH_PLOT_H_

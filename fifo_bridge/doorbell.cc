@@ -1,0 +1,120 @@
+#include "fifo_bridge/doorbell.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace vsocket::fifo {
+namespace {
+
+// Abstract-namespace address "\0vsk1/<key>/<role><kind>".
+socklen_t MakeAddress(const std::string& key, char role, char kind,
+                      struct sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  std::string name = "vsk1/" + key + "/" + role + kind;
+  size_t max = sizeof(addr->sun_path) - 1;
+  if (name.size() > max) name.resize(max);
+  std::memcpy(addr->sun_path + 1, name.data(), name.size());
+  return static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                name.size());
+}
+
+int BoundDatagramSocket(const struct sockaddr_un& addr, socklen_t len) {
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  if (::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), len) != 0) {
+    int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+int SendWake(int from_fd, const struct sockaddr_un& to, socklen_t len) {
+  char byte = 0;
+  for (;;) {
+    ssize_t n = ::sendto(from_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                         reinterpret_cast<const struct sockaddr*>(&to), len);
+    if (n == 1) return 0;
+    if (errno == EINTR) continue;
+    // Queue full (EAGAIN) means the target already has a wake-up queued.
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -errno;
+  }
+}
+
+void DrainDatagrams(int fd) {
+  char buf[64];
+  while (::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+Doorbell::~Doorbell() { Close(); }
+
+int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
+  struct sockaddr_un my_sink {};
+  socklen_t my_sink_len = MakeAddress(key, my_role, 'K', &my_sink);
+  my_wait_len_ = MakeAddress(key, my_role, 'A', &my_wait_addr_);
+  peer_wait_len_ = MakeAddress(key, peer_role, 'A', &peer_wait_addr_);
+  peer_sink_len_ = MakeAddress(key, peer_role, 'K', &peer_sink_addr_);
+
+  int wait_fd = BoundDatagramSocket(my_wait_addr_, my_wait_len_);
+  if (wait_fd < 0) return wait_fd;
+  int sink_fd = BoundDatagramSocket(my_sink, my_sink_len);
+  if (sink_fd < 0) {
+    ::close(wait_fd);
+    return sink_fd;
+  }
+  // The smallest send buffer makes two filler datagrams enough to clear
+  // POLLOUT on the wait socket.
+  int one = 1;
+  ::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+  wait_fd_ = wait_fd;
+  sink_fd_ = sink_fd;
+  return 0;
+}
+
+int Doorbell::RingPeer() const {
+  return SendWake(sink_fd_, peer_wait_addr_, peer_wait_len_);
+}
+
+int Doorbell::RingSelf() const {
+  return SendWake(sink_fd_, my_wait_addr_, my_wait_len_);
+}
+
+void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd_); }
+
+int Doorbell::FillSendBuffer() const {
+  // Bounded: a datagram's true size is several hundred bytes against a
+  // send buffer of a few KiB, so this ends within a handful of iterations.
+  for (int i = 0; i < 64; ++i) {
+    struct pollfd pfd = {wait_fd_, POLLOUT, 0};
+    if (::poll(&pfd, 1, 0) < 0 && errno != EINTR) return -errno;
+    if (!(pfd.revents & POLLOUT)) return 0;
+    char byte = 0;
+    ssize_t n = ::sendto(wait_fd_, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                         reinterpret_cast<const struct sockaddr*>(&peer_sink_addr_),
+                         peer_sink_len_);
+    if (n < 0 && errno != EINTR) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      return -errno;
+    }
+  }
+  return 0;
+}
+
+void Doorbell::DrainSink() const { DrainDatagrams(sink_fd_); }
+
+void Doorbell::Close() {
+  if (wait_fd_ >= 0) ::close(wait_fd_);
+  if (sink_fd_ >= 0) ::close(sink_fd_);
+  wait_fd_ = sink_fd_ = -1;
+}
+
+}  // namespace vsocket::fifo

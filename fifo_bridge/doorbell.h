@@ -1,0 +1,77 @@
+// Kernel-visible readiness for a shared-memory connection.
+//
+// Each side owns two unbound-peer Unix datagram sockets, bound to abstract
+// names derived from the connection key (so the peer can reach them by name,
+// and only inside the same network namespace):
+//   wait socket (A): the descriptor the application sees and polls.
+//       POLLIN  <=> a wake-up datagram is queued in A.
+//       POLLOUT <=> A has send-buffer room; "filler" datagrams that A sent to
+//                   the peer's sink and the peer has not drained yet use it up.
+//   sink (K):   receives the peer's filler; also the source of the wake-ups we
+//               send, so pending wake-ups never count against A's send buffer.
+// Datagrams carry no meaning: all state lives in the ring's control block.
+// A hostile local process can send spurious wake-ups; that costs a spurious
+// wake, never data.
+//
+// Threading: all methods are thread-safe at the kernel level; callers decide
+// when to call them (see shm_transport.h for the protocol).
+#ifndef VSOCKET_FIFO_BRIDGE_DOORBELL_H_
+#define VSOCKET_FIFO_BRIDGE_DOORBELL_H_
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <string>
+
+namespace vsocket::fifo {
+
+class Doorbell {
+ public:
+  Doorbell() = default;
+  Doorbell(const Doorbell&) = delete;
+  Doorbell& operator=(const Doorbell&) = delete;
+  ~Doorbell();
+
+  // Creates and binds this side's wait socket and sink.  `key` names the
+  // connection; `my_role`/`peer_role` are 'c' or 's'.  Returns 0 or -errno
+  // (-EADDRINUSE when a name is taken).
+  int Open(const std::string& key, char my_role, char peer_role);
+
+  // The wait socket.  The owner may move it to another descriptor number
+  // (dup2) and report the new number with set_wait_fd.
+  int wait_fd() const { return wait_fd_; }
+  void set_wait_fd(int fd) { wait_fd_ = fd; }
+  int sink_fd() const { return sink_fd_; }
+
+  // Queues one wake-up in the peer's wait socket.  A full queue means a
+  // wake-up is already pending and counts as success.  Returns 0 or -errno
+  // (-ECONNREFUSED once the peer's socket is gone).
+  int RingPeer() const;
+  // Queues one wake-up in our own wait socket.
+  int RingSelf() const;
+  // Empties our wait socket of wake-ups.
+  void DrainWakeups() const;
+
+  // Sends filler to the peer's sink until our wait socket reports no
+  // POLLOUT.  Returns 0 or -errno (peer gone).
+  int FillSendBuffer() const;
+  // Empties our sink, which makes the peer's wait socket writable again.
+  void DrainSink() const;
+
+  // Closes both sockets (idempotent).
+  void Close();
+
+ private:
+  int wait_fd_ = -1;
+  int sink_fd_ = -1;
+  struct sockaddr_un my_wait_addr_ {};
+  socklen_t my_wait_len_ = 0;
+  struct sockaddr_un peer_wait_addr_ {};
+  socklen_t peer_wait_len_ = 0;
+  struct sockaddr_un peer_sink_addr_ {};
+  socklen_t peer_sink_len_ = 0;
+};
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_DOORBELL_H_

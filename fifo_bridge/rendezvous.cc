@@ -1,0 +1,155 @@
+#include "fifo_bridge/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace vsocket::fifo {
+namespace {
+
+socklen_t MarkerAddress(const std::string& ip, uint16_t port,
+                        struct sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  std::string name = "vsk1/L/" + ip + ":" + std::to_string(port);
+  std::memcpy(addr->sun_path + 1, name.data(), name.size());
+  return static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                name.size());
+}
+
+bool ProbeOne(const std::string& ip, uint16_t port, ProbeResult* result) {
+  struct sockaddr_un addr;
+  socklen_t len = MarkerAddress(ip, port, &addr);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  bool found = false;
+  if (::connect(fd, reinterpret_cast<struct sockaddr*>(&addr), len) == 0) {
+    struct ucred cred;
+    socklen_t cred_len = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0) {
+      result->found = found = true;
+      result->uid = cred.uid;
+      result->pid = cred.pid;
+    }
+  }
+  ::close(fd);
+  return found;
+}
+
+}  // namespace
+
+bool EndpointFromSockaddr(const struct sockaddr* addr, socklen_t len,
+                          Endpoint* out) {
+  char text[INET6_ADDRSTRLEN];
+  if (addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+    auto* in = reinterpret_cast<const struct sockaddr_in*>(addr);
+    out->port = ntohs(in->sin_port);
+    if (in->sin_addr.s_addr == htonl(INADDR_ANY)) {
+      out->ip = "*";
+    } else {
+      inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+      out->ip = text;
+    }
+    return true;
+  }
+  if (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+    auto* in6 = reinterpret_cast<const struct sockaddr_in6*>(addr);
+    out->port = ntohs(in6->sin6_port);
+    if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) {
+      out->ip = "*";
+    } else if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], text, sizeof(text));
+      out->ip = text;
+    } else {
+      inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+      out->ip = text;
+    }
+    return true;
+  }
+  return false;
+}
+
+std::string ConnectionKey(const Endpoint& server, uint16_t client_port) {
+  std::string key = "c-" + server.ip + "-" + std::to_string(server.port) +
+                    "-" + std::to_string(client_port);
+  for (char& c : key) {
+    if (c == ':' || c == '/') c = '_';
+  }
+  return key;
+}
+
+int OpenListenerMarker(const Endpoint& bound) {
+  struct sockaddr_un addr;
+  socklen_t len = MarkerAddress(bound.ip, bound.port, &addr);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  if (::bind(fd, reinterpret_cast<struct sockaddr*>(&addr), len) != 0 ||
+      ::listen(fd, SOMAXCONN) != 0) {
+    int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+void DrainListenerMarker(int marker_fd) {
+  for (int i = 0; i < 1024; ++i) {
+    int fd = ::accept4(marker_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    ::close(fd);
+  }
+}
+
+ProbeResult ProbeListener(const Endpoint& dst) {
+  ProbeResult result;
+  if (!ProbeOne(dst.ip, dst.port, &result)) ProbeOne("*", dst.port, &result);
+  return result;
+}
+
+bool IsLocalAddress(const Endpoint& dst, int family) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, bool> cache;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(dst.ip);
+    if (it != cache.end()) return it->second;
+  }
+  // Binding a datagram socket to an address succeeds only for local ones.
+  bool local = false;
+  struct sockaddr_storage ss {};
+  socklen_t len = 0;
+  bool is_v4 = dst.ip.find(':') == std::string::npos;
+  if (is_v4) {
+    auto* in = reinterpret_cast<struct sockaddr_in*>(&ss);
+    in->sin_family = AF_INET;
+    local = inet_pton(AF_INET, dst.ip.c_str(), &in->sin_addr) == 1;
+    len = sizeof(*in);
+  } else {
+    auto* in6 = reinterpret_cast<struct sockaddr_in6*>(&ss);
+    in6->sin6_family = AF_INET6;
+    local = inet_pton(AF_INET6, dst.ip.c_str(), &in6->sin6_addr) == 1;
+    len = sizeof(*in6);
+  }
+  (void)family;
+  if (local) {
+    int fd = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    local = fd >= 0 &&
+            ::bind(fd, reinterpret_cast<struct sockaddr*>(&ss), len) == 0;
+    if (fd >= 0) ::close(fd);
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cache.size() < 256) cache.emplace(dst.ip, local);
+  return local;
+}
+
+}  // namespace vsocket::fifo

@@ -1,0 +1,67 @@
+// The byte layout of one single-producer/single-consumer ring.
+//
+// A ring is a RingControl block followed (at kRingDataOffset) by `capacity`
+// data bytes, capacity a power of two.  The layout is plain memory with no
+// pointers, so the same ring can live in a memfd/shm mapping (intra-host) or in
+// RDMA-registered memory written by a peer NIC (inter-host).
+//
+// Indices are free-running 64-bit byte counters: `head` counts bytes ever
+// produced, `tail` bytes ever consumed; data for index i lives at
+// i & (capacity - 1).  Each side owns one index and keeps the authoritative
+// copy in its own private memory; the copy here is only published for the
+// peer.  Everything read from this block is untrusted (see spsc_ring.h).
+#ifndef VSOCKET_FIFO_BRIDGE_RING_LAYOUT_H_
+#define VSOCKET_FIFO_BRIDGE_RING_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace vsocket::fifo {
+
+inline constexpr size_t kCacheLine = 64;
+
+// Bits of RingControl::reader_wake (owned by the consumer, except PENDING which
+// the producer sets when it rings the doorbell).
+inline constexpr uint32_t kReaderArmed = 1u << 0;    // consumer wants a doorbell
+inline constexpr uint32_t kReaderPending = 1u << 1;  // a doorbell is queued
+
+// Bits of RingControl::writer_wake (set by the producer when it made its own
+// descriptor unwritable; cleared by the consumer when it lifted that state).
+inline constexpr uint32_t kWriterBlocked = 1u << 0;
+
+// Bits of RingControl::flags.
+inline constexpr uint32_t kProducerClosed = 1u << 0;  // FIN: no more data
+inline constexpr uint32_t kConsumerClosed = 1u << 1;  // reader gone: EPIPE
+inline constexpr uint32_t kReset = 1u << 2;           // RST: abort both ways
+
+struct RingControl {
+  // Written by the producer only.
+  alignas(kCacheLine) std::atomic<uint64_t> head;
+  // Written by the consumer only.
+  alignas(kCacheLine) std::atomic<uint64_t> tail;
+  // Wake-up protocol; touched only on the slow path.
+  alignas(kCacheLine) std::atomic<uint32_t> reader_wake;
+  std::atomic<uint32_t> writer_wake;
+  std::atomic<uint32_t> flags;
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+inline constexpr size_t kRingDataOffset =
+    (sizeof(RingControl) + kCacheLine - 1) / kCacheLine * kCacheLine;
+
+// Bytes one ring of `capacity` data bytes occupies.
+inline constexpr size_t RingBytes(size_t capacity) {
+  return kRingDataOffset + capacity;
+}
+
+inline constexpr bool IsValidCapacity(uint64_t capacity) {
+  return capacity >= 4096 && capacity <= (1ull << 30) &&
+         (capacity & (capacity - 1)) == 0;
+}
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_RING_LAYOUT_H_

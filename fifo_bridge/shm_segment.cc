@@ -1,0 +1,170 @@
+#include "fifo_bridge/shm_segment.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace vsocket::fifo {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+size_t RingStride(uint64_t capacity) {
+  return (RingBytes(capacity) + kPage - 1) / kPage * kPage;
+}
+
+std::string Directory() {
+  return "/dev/shm/vsocket-" + std::to_string(::geteuid());
+}
+
+// Makes sure the per-user directory exists and nobody else can enter it.
+int EnsurePrivateDirectory(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return -errno;
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return -EPERM;
+  }
+  return 0;
+}
+
+// A name left behind by a process that no longer exists may be reused.
+bool IsStale(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  SegmentHeader header;
+  ssize_t n = ::pread(fd, &header, sizeof(header), 0);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof(header))) return true;
+  pid_t owner = static_cast<pid_t>(header.client_pid);
+  return owner <= 0 || (::kill(owner, 0) != 0 && errno == ESRCH);
+}
+
+}  // namespace
+
+size_t SegmentBytes(uint64_t capacity) {
+  return kSegmentHeaderBytes + 2 * RingStride(capacity);
+}
+
+ShmSegment::~ShmSegment() {
+  if (base_) ::munmap(base_, bytes_);
+}
+
+RingControl* ShmSegment::control(Direction d) const {
+  auto* base = static_cast<uint8_t*>(base_) + kSegmentHeaderBytes +
+               static_cast<size_t>(d) * RingStride(capacity_);
+  return reinterpret_cast<RingControl*>(base);
+}
+
+uint8_t* ShmSegment::data(Direction d) const {
+  return reinterpret_cast<uint8_t*>(control(d)) + kRingDataOffset;
+}
+
+int ShmSegment::MapFile(int fd, uint64_t capacity,
+                        std::unique_ptr<ShmSegment>* out) {
+  size_t bytes = SegmentBytes(capacity);
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return -errno;
+  std::unique_ptr<ShmSegment> segment(new ShmSegment());
+  segment->base_ = base;
+  segment->bytes_ = bytes;
+  segment->capacity_ = capacity;
+  segment->header_ = static_cast<SegmentHeader*>(base);
+  *out = std::move(segment);
+  return 0;
+}
+
+int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
+                            std::unique_ptr<ShmSegment>* out) {
+  if (!IsValidCapacity(capacity)) return -EINVAL;
+  std::string dir = Directory();
+  if (int err = EnsurePrivateDirectory(dir)) return err;
+  std::string path = dir + "/" + key;
+  int fd = -1;
+  for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                0600);
+    if (fd >= 0) break;
+    if (errno != EEXIST) return -errno;
+    if (attempt > 0 || !IsStale(path)) return -EADDRINUSE;
+    ::unlink(path.c_str());
+  }
+  if (fd < 0) return -EADDRINUSE;
+  int err = 0;
+  if (::ftruncate(fd, static_cast<off_t>(SegmentBytes(capacity))) != 0) {
+    err = -errno;
+  } else {
+    err = MapFile(fd, capacity, out);
+  }
+  ::close(fd);
+  if (err != 0) {
+    ::unlink(path.c_str());
+    return err;
+  }
+  ShmSegment* segment = out->get();
+  segment->path_ = path;
+  segment->linked_ = true;
+  SegmentHeader* header = segment->header_;
+  header->version = kSegmentVersion;
+  header->header_bytes = kSegmentHeaderBytes;
+  header->ring_capacity = capacity;
+  header->client_pid = static_cast<uint32_t>(::getpid());
+  header->server_pid = 0;
+  header->claim.store(kOffered, std::memory_order_relaxed);
+  for (Direction d : {Direction::kClientToServer, Direction::kServerToClient}) {
+    RingControl* control = segment->control(d);
+    control->reader_wake.store(kReaderArmed, std::memory_order_relaxed);
+  }
+  // The magic goes last: a server that sees it sees an initialised header.
+  std::atomic_thread_fence(std::memory_order_release);
+  header->magic = kSegmentMagic;
+  return 0;
+}
+
+int ShmSegment::OpenOffer(const std::string& key,
+                          std::unique_ptr<ShmSegment>* out) {
+  std::string path = Directory() + "/" + key;
+  int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  struct stat st;
+  SegmentHeader header;
+  int err = 0;
+  if (::fstat(fd, &st) != 0) {
+    err = -errno;
+  } else if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+             (st.st_mode & 077) != 0) {
+    err = -EPERM;
+  } else if (::pread(fd, &header, sizeof(header), 0) !=
+             static_cast<ssize_t>(sizeof(header))) {
+    err = -EINVAL;
+  } else if (header.magic != kSegmentMagic ||
+             header.version != kSegmentVersion ||
+             header.header_bytes != kSegmentHeaderBytes ||
+             !IsValidCapacity(header.ring_capacity) ||
+             static_cast<uint64_t>(st.st_size) !=
+                 SegmentBytes(header.ring_capacity)) {
+    err = -EINVAL;
+  } else {
+    err = MapFile(fd, header.ring_capacity, out);
+  }
+  ::close(fd);
+  if (err != 0) return err;
+  (*out)->path_ = path;
+  (*out)->linked_ = true;
+  return 0;
+}
+
+void ShmSegment::Unlink() {
+  if (linked_) {
+    ::unlink(path_.c_str());
+    linked_ = false;
+  }
+}
+
+}  // namespace vsocket::fifo

@@ -1,0 +1,88 @@
+// The shared-memory segment of one intra-host connection: a header and two
+// rings (client->server, server->client), in a file under
+// /dev/shm/vsocket-<uid>/ (directory 0700, file 0600, both owned by the user).
+//
+// Lifecycle: the client creates the file before its TCP SYN (an "offer"); the
+// server opens it when accept() returns the matching TCP connection, claims
+// it, and unlinks the name.  From then on the memory lives exactly as long as
+// either side keeps it mapped.  A client whose offer is never claimed unlinks
+// the name itself.  Names left by crashed processes are reclaimed (their pid
+// no longer exists).
+//
+// The header is untrusted once the segment is shared: each side copies and
+// validates the fields it needs at open time and never re-reads them.
+#ifndef VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_
+#define VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fifo_bridge/ring_layout.h"
+
+namespace vsocket::fifo {
+
+inline constexpr uint64_t kSegmentMagic = 0x3147455354534b56ull;  // "VSKTSEG1"
+inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr size_t kSegmentHeaderBytes = 4096;
+
+// SegmentHeader::claim values.
+inline constexpr uint32_t kOffered = 1;   // written by the client at creation
+inline constexpr uint32_t kClaimed = 2;   // CAS by the server in accept()
+inline constexpr uint32_t kRevoked = 3;   // CAS by the client: use TCP
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t ring_capacity;  // data bytes of each ring
+  uint32_t client_pid;
+  uint32_t server_pid;
+  std::atomic<uint32_t> claim;
+};
+
+enum class Direction { kClientToServer = 0, kServerToClient = 1 };
+
+class ShmSegment {
+ public:
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  // Client: creates and maps a new offer named `key`.  Returns 0 or -errno
+  // (-EADDRINUSE if a live process holds the name, -EPERM if the directory
+  // is not private to this user).
+  static int CreateOffer(const std::string& key, uint64_t capacity,
+                         std::unique_ptr<ShmSegment>* out);
+  // Server: opens and maps the offer `key`.  Returns 0, -ENOENT when there
+  // is none (peer is not vsocket), or -EINVAL when it fails validation.
+  static int OpenOffer(const std::string& key,
+                       std::unique_ptr<ShmSegment>* out);
+
+  // Removes the name; the mapping stays valid.  Idempotent.
+  void Unlink();
+
+  SegmentHeader* header() const { return header_; }
+  uint64_t capacity() const { return capacity_; }
+  RingControl* control(Direction d) const;
+  uint8_t* data(Direction d) const;
+
+ private:
+  ShmSegment() = default;
+  static int MapFile(int fd, uint64_t capacity, std::unique_ptr<ShmSegment>* out);
+
+  std::string path_;
+  bool linked_ = false;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  uint64_t capacity_ = 0;
+  SegmentHeader* header_ = nullptr;
+};
+
+// Total bytes of a segment whose rings hold `capacity` bytes each.
+size_t SegmentBytes(uint64_t capacity);
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_

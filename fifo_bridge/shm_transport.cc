@@ -1,0 +1,683 @@
+#include "fifo_bridge/shm_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <climits>
+#include <vector>
+
+#include "vsocket/log.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::fifo {
+namespace {
+
+// Returned by the Try* helpers when the connection moved to TCP under them.
+constexpr ssize_t kMovedToTcp = -EREMCHG;
+
+size_t IovTotal(const struct iovec* iov, size_t n) {
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+// A copy of `iov` without its first `skip` bytes.
+std::vector<struct iovec> IovSuffix(const struct iovec* iov, size_t n,
+                                    size_t skip) {
+  std::vector<struct iovec> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    out.push_back({static_cast<char*>(iov[i].iov_base) + skip,
+                   iov[i].iov_len - skip});
+    skip = 0;
+  }
+  return out;
+}
+
+void RaiseSigpipe(int flags) {
+  if (!(flags & MSG_NOSIGNAL)) ::raise(SIGPIPE);
+}
+
+// Ends a busy-poll phase on every return path.
+class SpinScope {
+ public:
+  SpinScope() = default;
+  ~SpinScope() { Stop(); }
+  void Start(std::function<void()> end) {
+    end_ = std::move(end);
+  }
+  void Stop() {
+    if (end_) {
+      auto end = std::move(end_);
+      end_ = nullptr;
+      end();
+    }
+  }
+  bool active() const { return static_cast<bool>(end_); }
+
+ private:
+  std::function<void()> end_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShmTransport> ShmTransport::Create(
+    Role role, std::unique_ptr<ShmSegment> segment,
+    std::unique_ptr<Doorbell> doorbell, int tcp_fd, int64_t claim_deadline_ns) {
+  SideState* side = CreateSideState();
+  if (!side) return nullptr;
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  bool client = role == Role::kClient;
+  Direction tx = client ? Direction::kClientToServer : Direction::kServerToClient;
+  Direction rx = client ? Direction::kServerToClient : Direction::kClientToServer;
+  uint64_t capacity = segment->capacity();
+  t->role_ = role;
+  t->side_ = side;
+  t->tx_ = segment->control(tx);
+  t->rx_ = segment->control(rx);
+  t->producer_ = std::make_unique<RingProducer>(t->tx_, segment->data(tx),
+                                                capacity, &side->head);
+  t->consumer_ = std::make_unique<RingConsumer>(t->rx_, segment->data(rx),
+                                                capacity, &side->tail);
+  t->block_threshold_ = capacity / 4;
+  t->segment_ = std::move(segment);
+  t->doorbell_ = std::move(doorbell);
+  t->tcp_fd_ = tcp_fd;
+  t->claim_deadline_ns_ = claim_deadline_ns;
+  t->claimed_.store(!client, std::memory_order_relaxed);
+  return t;
+}
+
+ShmTransport::~ShmTransport() {
+  if (side_) DestroySideState(side_);
+}
+
+TransportKind ShmTransport::kind() const {
+  return revoked() ? TransportKind::kTcp : TransportKind::kShm;
+}
+
+bool ShmTransport::revoked() const {
+  return side_->local_flags.load(std::memory_order_acquire) & kLocalRevoked;
+}
+
+bool ShmTransport::IsClaimed() {
+  if (claimed_.load(std::memory_order_acquire)) return true;
+  if (segment_->header()->claim.load(std::memory_order_seq_cst) == kClaimed) {
+    claimed_.store(true, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+void ShmTransport::AfterClaim() {
+  rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
+  if (consumer_->Available() != 0 ||
+      (rx_->flags.load(std::memory_order_acquire) &
+       (kProducerClosed | kReset))) {
+    SignalSelf();
+  }
+}
+
+// ---- Wake-up protocol -------------------------------------------------------
+
+void ShmTransport::NotifyReader() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint32_t wake = tx_->reader_wake.load(std::memory_order_relaxed);
+  if (!(wake & kReaderArmed) || (wake & kReaderPending)) return;
+  if (tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst) &
+      kReaderPending) {
+    return;
+  }
+  // Before the claim the server's wait socket does not exist; the server
+  // looks at the ring when it claims (AfterClaim).
+  if (IsClaimed()) doorbell_->RingPeer();
+}
+
+void ShmTransport::SignalSelf() {
+
+  if (!(rx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst) &
+        kReaderPending)) {
+    doorbell_->RingSelf();
+  }
+}
+
+void ShmTransport::AfterConsume(bool force_drain) {
+  if (consumer_->Available() != 0) return;
+  if (rx_->flags.load(std::memory_order_acquire) & (kProducerClosed | kReset))
+    return;  // EOF stays readable
+  if (side_->local_flags.load(std::memory_order_acquire) &
+      (kLocalPeerGone | kLocalReset | kLocalShutRead))
+    return;
+  uint32_t wake = rx_->reader_wake.load(std::memory_order_relaxed);
+  if (!(wake & kReaderPending) && !force_drain) return;
+  // Drain first, then clear: a wake-up that lands in between leaves one
+  // spare datagram, never a missing one.
+  doorbell_->DrainWakeups();
+  rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
+  if (consumer_->Available() != 0 ||
+      (rx_->flags.load(std::memory_order_acquire) &
+       (kProducerClosed | kReset))) {
+    SignalSelf();
+  }
+}
+
+void ShmTransport::LiftPeerWriterBlock() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!(rx_->writer_wake.load(std::memory_order_relaxed) & kWriterBlocked))
+    return;
+  int64_t available = consumer_->Available();
+  if (available < 0 ||
+      consumer_->capacity() - static_cast<uint64_t>(available) <
+          block_threshold_) {
+    return;
+  }
+  if (rx_->writer_wake.fetch_and(~kWriterBlocked, std::memory_order_seq_cst) &
+      kWriterBlocked) {
+    doorbell_->DrainSink();
+  }
+}
+
+void ShmTransport::BlockOurWrites() {
+  if (tx_->writer_wake.load(std::memory_order_acquire) & kWriterBlocked) return;
+  if (doorbell_->FillSendBuffer() != 0) return;  // peer gone: writes fail
+  tx_->writer_wake.fetch_or(kWriterBlocked, std::memory_order_seq_cst);
+  int64_t free_bytes = producer_->FreeSpace();
+  if (free_bytes >= static_cast<int64_t>(block_threshold_)) {
+    // The consumer freed space concurrently and may have missed the flag:
+    // wake it so that it drains our filler.
+    if (!(tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst) &
+          kReaderPending)) {
+      doorbell_->RingPeer();
+    }
+  }
+}
+
+void ShmTransport::BeginSpin() {
+  if (side_->spinners.fetch_add(1, std::memory_order_seq_cst) == 0)
+    rx_->reader_wake.fetch_and(~kReaderArmed, std::memory_order_seq_cst);
+}
+
+void ShmTransport::EndSpin() {
+  if (side_->spinners.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  rx_->reader_wake.fetch_or(kReaderArmed, std::memory_order_seq_cst);
+  if (consumer_->Available() != 0) SignalSelf();
+}
+
+void ShmTransport::ResetConnection(const char* why) {
+  VSOCKET_LOG(kWarn, "shared-memory connection reset: %s", why);
+  side_->local_flags.fetch_or(kLocalReset, std::memory_order_seq_cst);
+  side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+  tx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+  rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+  tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+  if (IsClaimed()) doorbell_->RingPeer();
+  doorbell_->RingSelf();
+}
+
+// ---- Liveness and the unclaimed offer ---------------------------------------
+
+void ShmTransport::CheckLiveness() {
+  if (side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone)
+    return;
+  char byte;
+  ssize_t n = ::recv(tcp_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    return;
+  if (n > 0) {
+    if (!IsClaimed()) {
+      MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
+    } else {
+      ResetConnection("bytes arrived on the TCP connection after the claim");
+    }
+    return;
+  }
+  // EOF or a socket error: the peer's process has gone (or closed).
+  if (!IsClaimed()) {
+    MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
+    return;
+  }
+  uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
+  if (!(peer_flags & (kProducerClosed | kReset))) {
+    VSOCKET_LOG(kInfo, "peer of a shared-memory connection died");
+    side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+  }
+  side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
+  doorbell_->RingSelf();
+}
+
+bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
+  if (role_ != Role::kClient || IsClaimed()) return revoked();
+  if (!force && MonotonicNs() < claim_deadline_ns_) return revoked();
+  SideLock send_lock(&side_->send_lock);
+  SideLock recv_lock(&side_->recv_lock);
+  if (revoked()) return true;
+  uint32_t expected = kOffered;
+  if (!segment_->header()->claim.compare_exchange_strong(
+          expected, kRevoked, std::memory_order_seq_cst)) {
+    if (expected == kClaimed) claimed_.store(true, std::memory_order_release);
+    return revoked();
+  }
+  // Nobody consumed the ring: replay [0, head) into TCP, in order.
+  uint64_t head = side_->head;
+  uint8_t* data = segment_->data(Direction::kClientToServer);
+  uint64_t sent = 0;
+  int64_t give_up = MonotonicNs() + 10 * 1000000000ll;
+  while (sent < head) {
+    ssize_t n = ::send(tcp_fd_, data + sent, head - sent,
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+        MonotonicNs() < give_up) {
+      struct pollfd pfd = {tcp_fd_, POLLOUT, 0};
+      ::poll(&pfd, 1, 100);
+      continue;
+    }
+    VSOCKET_LOG(kWarn, "could not replay %llu buffered bytes into TCP",
+                static_cast<unsigned long long>(head - sent));
+    break;
+  }
+  if (side_->local_flags.load() & kLocalShutWrite) ::shutdown(tcp_fd_, SHUT_WR);
+  // The user's descriptor number now names the TCP socket.
+  int user = doorbell_->wait_fd();
+  int fd_flags = ::fcntl(user, F_GETFD);
+  if (::dup3(tcp_fd_, user, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+    VSOCKET_LOG(kError, "dup3 during fallback failed: errno %d", errno);
+  }
+  doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
+  doorbell_->Close();
+  segment_->Unlink();
+  reason_.store(reason, std::memory_order_release);
+  side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
+  StatsConnectionMoved(TransportKind::kShm, TransportKind::kTcp);
+  StatsFallback(reason, "the listener did not claim the shared-memory offer");
+  return true;
+}
+
+// ---- Data path --------------------------------------------------------------
+
+ssize_t ShmTransport::TrySend(const struct iovec* iov, int iovcnt,
+                              size_t skip) {
+  if (!claimed_.load(std::memory_order_relaxed) &&
+      MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
+    return kMovedToTcp;
+  }
+  SideLock lock(&side_->send_lock);
+  if (revoked()) return kMovedToTcp;
+  uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+  if (local & kLocalReset) return -ECONNRESET;
+  if (local & (kLocalShutWrite | kLocalPeerGone)) return -EPIPE;
+  if ((tx_->flags.load(std::memory_order_acquire) |
+       rx_->flags.load(std::memory_order_acquire)) & kReset) {
+    return -ECONNRESET;
+  }
+  if (tx_->flags.load(std::memory_order_acquire) & kConsumerClosed)
+    return -EPIPE;
+  int64_t n = producer_->Write(iov, iovcnt, skip);
+  if (n == kCorrupt) {
+    ResetConnection("peer published an impossible consumer index");
+    return -ECONNRESET;
+  }
+  if (n > 0) {
+    NotifyReader();
+    StatsBytesSent(TransportKind::kShm, static_cast<uint64_t>(n));
+  }
+  if (claimed_.load(std::memory_order_relaxed) &&
+      producer_->FreeSpace() < static_cast<int64_t>(block_threshold_)) {
+    BlockOurWrites();
+  }
+  return n > 0 ? n : -EAGAIN;
+}
+
+ssize_t ShmTransport::TryRecv(const struct iovec* iov, int iovcnt, size_t skip,
+                              bool peek, bool returning_to_user) {
+  if (!claimed_.load(std::memory_order_relaxed) &&
+      MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
+    return kMovedToTcp;
+  }
+  SideLock lock(&side_->recv_lock);
+  if (revoked()) return kMovedToTcp;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    if (local & kLocalReset) return -ECONNRESET;
+    if (local & kLocalShutRead) return 0;
+    int64_t n = consumer_->Read(iov, iovcnt, skip, peek);
+    if (n == kCorrupt) {
+      ResetConnection("peer published an impossible producer index");
+      return -ECONNRESET;
+    }
+    if (n > 0) {
+      if (!peek) {
+        StatsBytesReceived(TransportKind::kShm, static_cast<uint64_t>(n));
+        LiftPeerWriterBlock();
+        AfterConsume(false);
+      }
+      return n;
+    }
+    // Empty.  The flags are published after the data (release), so a flag
+    // seen here means any data before it is visible on the second pass.
+    uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
+    uint32_t our_flags = tx_->flags.load(std::memory_order_acquire);
+    if ((peer_flags | our_flags) & kReset) return -ECONNRESET;
+    bool finished = (peer_flags & kProducerClosed) || (local & kLocalPeerGone);
+    if (!finished) break;
+    if (consumer_->Available() != 0) continue;
+    if (peer_flags & kProducerClosed) return 0;
+    int err = side_->pending_error.load(std::memory_order_relaxed);
+    return err ? -ECONNRESET : 0;
+  }
+  LiftPeerWriterBlock();
+  if (returning_to_user) AfterConsume(true);
+  return -EAGAIN;
+}
+
+int ShmTransport::WaitReadable(int64_t deadline_ns, uint32_t) {
+  for (;;) {
+    if (revoked()) return 0;
+    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    if (consumer_->Available() != 0 ||
+        (rx_->flags.load(std::memory_order_acquire) &
+         (kProducerClosed | kReset)) ||
+        (local & (kLocalPeerGone | kLocalReset | kLocalShutRead))) {
+      return 0;
+    }
+    // Swallow stale wake-ups so that poll() really sleeps, then look again.
+    doorbell_->DrainWakeups();
+    rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
+    if (consumer_->Available() != 0 ||
+        (rx_->flags.load(std::memory_order_acquire) &
+         (kProducerClosed | kReset))) {
+      return 0;
+    }
+    LiftPeerWriterBlock();
+    int64_t wake_at = deadline_ns;
+    bool unclaimed = !IsClaimed();
+    if (unclaimed && (wake_at < 0 || wake_at > claim_deadline_ns_))
+      wake_at = claim_deadline_ns_;
+    struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLIN, 0},
+                            {tcp_fd_, POLLIN, 0}};
+    int r = PollUntil(fds, 2, wake_at);
+    if (r < 0) return -errno;
+    if (fds[1].revents) CheckLiveness();
+    if (r == 0) {
+      if (unclaimed && MaybeRevoke(false, FallbackReason::kClaimTimeout))
+        return 0;
+      if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns) return -EAGAIN;
+    }
+  }
+}
+
+int ShmTransport::WaitWritable(int64_t deadline_ns, uint32_t spin_ns) {
+  if (SpinUntil([this] { return producer_->FreeSpace() != 0; },
+                [this] { return revoked(); }, spin_ns)) {
+    return 0;
+  }
+  for (;;) {
+    if (revoked()) return 0;
+    if (producer_->FreeSpace() != 0) return 0;
+    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    if ((local & (kLocalPeerGone | kLocalReset)) ||
+        ((tx_->flags.load() | rx_->flags.load()) & (kReset | kConsumerClosed))) {
+      return 0;  // the retry reports the error
+    }
+    bool unclaimed = !IsClaimed();
+    int64_t wake_at = deadline_ns;
+    struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLOUT, 0},
+                            {tcp_fd_, POLLIN, 0}};
+    int nfds = 2;
+    if (unclaimed) {
+      // No filler before the claim: wake up now and then to look again.
+      int64_t soon = MonotonicNs() + 1000000;
+      if (wake_at < 0 || wake_at > soon) wake_at = soon;
+      fds[0] = fds[1];
+      nfds = 1;
+    } else {
+      BlockOurWrites();
+      if (producer_->FreeSpace() != 0) return 0;
+    }
+    int r = PollUntil(fds, nfds, wake_at);
+    if (r < 0) return -errno;
+    for (int k = 0; k < nfds; ++k) {
+      if (fds[k].fd == tcp_fd_ && fds[k].revents) CheckLiveness();
+    }
+    if (unclaimed && MaybeRevoke(false, FallbackReason::kClaimTimeout)) return 0;
+    if (r == 0 && deadline_ns >= 0 && MonotonicNs() >= deadline_ns)
+      return -EAGAIN;
+  }
+}
+
+ssize_t ShmTransport::TcpSend(const struct msghdr* msg, int flags) {
+  ssize_t n = ::sendmsg(tcp_fd_, msg, flags);
+  if (n > 0) StatsBytesSent(TransportKind::kTcp, static_cast<uint64_t>(n));
+  return n;
+}
+
+ssize_t ShmTransport::TcpRecv(struct msghdr* msg, int flags) {
+  ssize_t n = ::recvmsg(tcp_fd_, msg, flags);
+  if (n > 0 && !(flags & MSG_PEEK))
+    StatsBytesReceived(TransportKind::kTcp, static_cast<uint64_t>(n));
+  return n;
+}
+
+ssize_t ShmTransport::SendMsg(const struct msghdr* msg, int flags,
+                              const IoOptions& io) {
+  if (revoked()) return TcpSend(msg, flags);
+  if (flags & MSG_OOB) {
+    errno = EOPNOTSUPP;
+    return -1;
+  }
+  size_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
+  int iovcnt = static_cast<int>(msg->msg_iovlen);
+  bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
+  int64_t deadline = -1;
+  bool deadline_set = false;
+  size_t sent = 0;
+  for (;;) {
+    ssize_t r = total == 0 ? 0 : TrySend(msg->msg_iov, iovcnt, sent);
+    if (r == kMovedToTcp) {
+      std::vector<struct iovec> rest = IovSuffix(msg->msg_iov, iovcnt, sent);
+      struct msghdr tail_msg = {};
+      tail_msg.msg_iov = rest.data();
+      tail_msg.msg_iovlen = rest.size();
+      ssize_t n = TcpSend(&tail_msg, flags);
+      if (n < 0) return sent > 0 ? static_cast<ssize_t>(sent) : -1;
+      return static_cast<ssize_t>(sent) + n;
+    }
+    if (r > 0) {
+      sent += static_cast<size_t>(r);
+      if (sent >= total) return static_cast<ssize_t>(sent);
+      continue;
+    }
+    if (total == 0) return 0;
+    if (r == -EAGAIN) {
+      if (nonblocking) break;
+      if (!deadline_set) {
+        deadline = DeadlineAfter(io.timeout_ns);
+        deadline_set = true;
+      }
+      int w = WaitWritable(deadline, io.spin_ns);
+      if (w == 0) continue;
+      if (sent > 0) return static_cast<ssize_t>(sent);
+      errno = -w;
+      return -1;
+    }
+    if (sent > 0) return static_cast<ssize_t>(sent);
+    if (r == -EPIPE) RaiseSigpipe(flags);
+    errno = static_cast<int>(-r);
+    return -1;
+  }
+  if (sent > 0) return static_cast<ssize_t>(sent);
+  errno = EAGAIN;
+  return -1;
+}
+
+ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
+                              const IoOptions& io) {
+  if (revoked()) return TcpRecv(msg, flags);
+  if (flags & MSG_OOB) {
+    errno = EINVAL;
+    return -1;
+  }
+  msg->msg_flags = 0;
+  if (msg->msg_name) msg->msg_namelen = 0;
+  msg->msg_controllen = 0;
+  size_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
+  if (total == 0) return 0;
+  int iovcnt = static_cast<int>(msg->msg_iovlen);
+  bool peek = flags & MSG_PEEK;
+  bool wait_all = (flags & MSG_WAITALL) && !peek;
+  bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
+  int64_t deadline = -1;
+  bool deadline_set = false;
+  bool spun = false;
+  SpinScope spin;
+  // Busy-poll from the start, so that a peer replying within the spin budget
+  // sees us as "not armed" and sends no wake-up.
+  if (!nonblocking && io.spin_ns > 0) {
+    BeginSpin();
+    spin.Start([this] { EndSpin(); });
+  }
+  size_t got = 0;
+  for (;;) {
+    ssize_t r = TryRecv(msg->msg_iov, iovcnt, got, peek,
+                        nonblocking && got == 0);
+    if (r == kMovedToTcp) {
+      spin.Stop();
+      if (got > 0) return static_cast<ssize_t>(got);
+      return TcpRecv(msg, flags);
+    }
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      if (!wait_all || got >= total) return static_cast<ssize_t>(got);
+      continue;
+    }
+    if (r == 0) return static_cast<ssize_t>(got);
+    if (r != -EAGAIN) {
+      if (got > 0) return static_cast<ssize_t>(got);
+      errno = static_cast<int>(-r);
+      return -1;
+    }
+    if (got > 0 && !wait_all) return static_cast<ssize_t>(got);
+    if (nonblocking) {
+      if (got > 0) return static_cast<ssize_t>(got);
+      errno = EAGAIN;
+      return -1;
+    }
+    if (spin.active() && !spun) {
+      spun = true;
+      bool ready = SpinUntil(
+          [this] {
+            return consumer_->Available() != 0 ||
+                   (rx_->flags.load(std::memory_order_relaxed) &
+                    (kProducerClosed | kReset));
+          },
+          [this] {
+            return revoked() ||
+                   (side_->local_flags.load(std::memory_order_relaxed) &
+                    kLocalPeerGone);
+          },
+          io.spin_ns);
+      if (ready) continue;
+      spin.Stop();
+    }
+    if (!deadline_set) {
+      deadline = DeadlineAfter(io.timeout_ns);
+      deadline_set = true;
+    }
+    int w = WaitReadable(deadline, io.spin_ns);
+    if (w < 0) {
+      if (got > 0) return static_cast<ssize_t>(got);
+      errno = -w;
+      return -1;
+    }
+  }
+}
+
+int ShmTransport::Shutdown(int how) {
+  if (revoked()) return ::shutdown(tcp_fd_, how);
+  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (how == SHUT_RD || how == SHUT_RDWR) {
+    side_->local_flags.fetch_or(kLocalShutRead, std::memory_order_seq_cst);
+    doorbell_->RingSelf();
+  }
+  if (how == SHUT_WR || how == SHUT_RDWR) {
+    SideLock lock(&side_->send_lock);
+    side_->local_flags.fetch_or(kLocalShutWrite, std::memory_order_seq_cst);
+    tx_->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
+    tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+    if (IsClaimed()) doorbell_->RingPeer();
+  }
+  return 0;
+}
+
+int ShmTransport::ReadableBytes() {
+  if (revoked()) {
+    int n = 0;
+    return ::ioctl(tcp_fd_, FIONREAD, &n) == 0 ? n : -1;
+  }
+  int64_t n = consumer_->Available();
+  if (n < 0) return 0;
+  return static_cast<int>(std::min<int64_t>(n, INT_MAX));
+}
+
+int ShmTransport::TakeError() {
+  if (revoked()) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(tcp_fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    return err;
+  }
+  return side_->pending_error.exchange(0, std::memory_order_relaxed);
+}
+
+void ShmTransport::OnForkChild() {
+  side_->holders.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ShmTransport::Release() {
+  bool last = side_->holders.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  if (last && !revoked()) {
+    if (role_ == Role::kClient && !IsClaimed()) {
+      // Data written before close must still arrive: hand it to TCP.
+      MaybeRevoke(true, FallbackReason::kOfferRevoked);
+    }
+    if (!revoked()) {
+      SideLock send_lock(&side_->send_lock);
+      bool unread = consumer_->Available() != 0;
+      if (unread) {
+        // Closing with unread data aborts the connection, as TCP sends RST.
+        tx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+        rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+      } else {
+        tx_->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
+        rx_->flags.fetch_or(kConsumerClosed, std::memory_order_seq_cst);
+      }
+      tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+      doorbell_->RingPeer();
+    }
+  }
+  if (last) segment_->Unlink();
+  // The user's descriptor is closed by the socket layer, not here.
+  if (!revoked()) doorbell_->set_wait_fd(-1);
+  doorbell_->Close();
+  if (tcp_fd_ >= 0) ::close(tcp_fd_);
+  tcp_fd_ = -1;
+  segment_.reset();
+}
+
+}  // namespace vsocket::fifo

@@ -1,0 +1,119 @@
+// The intra-host shared-memory transport: one side of a connection whose data
+// flows through two SPSC rings in a ShmSegment, with readiness carried by a
+// Doorbell and liveness by the kernel TCP connection that was opened first
+// (as SMC-R keeps its TCP connection).  See docs/PROTOCOL.md for the wake-up
+// protocol; the short form:
+//  - Readable: the consumer keeps kReaderArmed set whenever no thread of its
+//    process is busy-polling; a producer that publishes data to an armed
+//    reader with no wake-up pending sends one.  A busy peer costs zero
+//    system calls per message.
+//  - Writable: a producer that leaves less than a quarter of the ring free
+//    makes its wait socket unwritable with filler and sets kWriterBlocked;
+//    the consumer drains the filler once a quarter of the ring is free.
+//  - Liveness: the TCP connection carries no data after the claim; EOF on it
+//    without a FIN/RST flag in the ring means the peer died.
+// Client side only: until the server claims the offer, data waits in the
+// ring.  If the claim does not come within VSOCKET_CLAIM_TIMEOUT_MS, or bytes
+// arrive on TCP (the listener was a plain program after all), the client
+// revokes the offer, replays the ring into TCP, and continues on TCP.
+#ifndef VSOCKET_FIFO_BRIDGE_SHM_TRANSPORT_H_
+#define VSOCKET_FIFO_BRIDGE_SHM_TRANSPORT_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/shm_segment.h"
+#include "fifo_bridge/side_state.h"
+#include "fifo_bridge/spsc_ring.h"
+#include "vsocket/transport.h"
+
+namespace vsocket::fifo {
+
+class ShmTransport final : public Transport {
+ public:
+  enum class Role { kClient, kServer };
+
+  // Takes ownership of everything.  `tcp_fd` is the liveness connection (not
+  // the user's descriptor).  For a client, the offer is still unclaimed.
+  // Returns nullptr with errno on failure (nothing is released then).
+  static std::unique_ptr<ShmTransport> Create(
+      Role role, std::unique_ptr<ShmSegment> segment,
+      std::unique_ptr<Doorbell> doorbell, int tcp_fd,
+      int64_t claim_deadline_ns);
+  ~ShmTransport() override;
+
+  // The user's descriptor (the doorbell's wait socket).  The socket layer
+  // may move it to another number with dup2 and then call set_user_fd.
+  int user_fd() const override { return doorbell_->wait_fd(); }
+  void set_user_fd(int fd) { doorbell_->set_wait_fd(fd); }
+
+  TransportKind kind() const override;
+  FallbackReason fallback_reason() const override {
+    return reason_.load(std::memory_order_acquire);
+  }
+  ssize_t SendMsg(const struct msghdr* msg, int flags,
+                  const IoOptions& io) override;
+  ssize_t RecvMsg(struct msghdr* msg, int flags, const IoOptions& io) override;
+  int Shutdown(int how) override;
+  int ReadableBytes() override;
+  int TakeError() override;
+  int tcp_fd() const override { return tcp_fd_; }
+  void OnForkChild() override;
+  void Release() override;
+
+  // Server side, right after a successful claim: wakes ourselves if the
+  // client already wrote data.
+  void AfterClaim();
+
+ private:
+  ShmTransport() = default;
+
+  bool revoked() const;
+  // Client: revoke the offer if it is unclaimed and `force` or past its
+  // deadline.  Returns true when the connection is now on TCP.
+  bool MaybeRevoke(bool force, FallbackReason reason);
+  bool IsClaimed();
+
+  // One attempt without blocking; return bytes, 0 (EOF, recv only) or -errno.
+  ssize_t TrySend(const struct iovec* iov, int iovcnt, size_t skip);
+  ssize_t TryRecv(const struct iovec* iov, int iovcnt, size_t skip, bool peek,
+                  bool returning_to_user);
+  // Wait helpers: return 0 when it is worth retrying, or -errno
+  // (-EAGAIN on timeout, -EINTR on a signal).
+  int WaitReadable(int64_t deadline_ns, uint32_t spin_ns);
+  int WaitWritable(int64_t deadline_ns, uint32_t spin_ns);
+  // Looks at the liveness connection; updates local flags.  Never blocks.
+  void CheckLiveness();
+
+  void NotifyReader();          // after publishing into tx
+  void SignalSelf();            // make our wait socket readable
+  void AfterConsume(bool force_drain);
+  void LiftPeerWriterBlock();   // after consuming from rx
+  void BlockOurWrites();        // tx nearly full
+  void BeginSpin();
+  void EndSpin();
+  void ResetConnection(const char* why);
+
+  ssize_t TcpSend(const struct msghdr* msg, int flags);
+  ssize_t TcpRecv(struct msghdr* msg, int flags);
+
+  Role role_ = Role::kClient;
+  std::unique_ptr<ShmSegment> segment_;
+  std::unique_ptr<Doorbell> doorbell_;
+  SideState* side_ = nullptr;
+  RingControl* tx_ = nullptr;
+  RingControl* rx_ = nullptr;
+  std::unique_ptr<RingProducer> producer_;
+  std::unique_ptr<RingConsumer> consumer_;
+  uint64_t block_threshold_ = 0;  // free bytes below which POLLOUT clears
+  int tcp_fd_ = -1;
+  int64_t claim_deadline_ns_ = 0;
+  std::atomic<bool> claimed_{false};
+  std::atomic<FallbackReason> reason_{FallbackReason::kNone};
+};
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_SHM_TRANSPORT_H_

@@ -1,0 +1,54 @@
+// State private to one side of a shared-memory connection, kept in its own
+// MAP_SHARED anonymous page so that processes forked from the owner share it
+// (POSIX: a socket stays usable in a forked child) while the peer never sees
+// it.  Holds the authoritative ring indices, the locks that serialise
+// producers and consumers across threads and forked processes, and the
+// count of processes that still hold the connection.
+#ifndef VSOCKET_FIFO_BRIDGE_SIDE_STATE_H_
+#define VSOCKET_FIFO_BRIDGE_SIDE_STATE_H_
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace vsocket::fifo {
+
+// Bits of SideState::local_flags.
+inline constexpr uint32_t kLocalShutRead = 1u << 0;
+inline constexpr uint32_t kLocalShutWrite = 1u << 1;
+inline constexpr uint32_t kLocalPeerGone = 1u << 2;   // liveness TCP closed
+inline constexpr uint32_t kLocalReset = 1u << 3;      // we saw corruption/RST
+inline constexpr uint32_t kLocalRevoked = 1u << 4;    // offer fell back to TCP
+
+struct SideState {
+  pthread_mutex_t send_lock;  // robust, process-shared
+  pthread_mutex_t recv_lock;  // robust, process-shared
+  uint64_t head;              // our producer index into the tx ring
+  uint64_t tail;              // our consumer index into the rx ring
+  std::atomic<uint32_t> holders;     // processes holding this connection
+  std::atomic<uint32_t> spinners;    // threads busy-polling the rx ring
+  std::atomic<uint32_t> local_flags;
+  std::atomic<int32_t> pending_error;  // for SO_ERROR
+};
+
+// Maps and initialises a SideState; nullptr with errno on failure.
+SideState* CreateSideState();
+void DestroySideState(SideState* state);
+
+// Scoped lock on a robust process-shared mutex; recovers a mutex whose holder
+// died (the state it guards is indices that stay consistent at every store).
+class SideLock {
+ public:
+  explicit SideLock(pthread_mutex_t* mutex);
+  ~SideLock();
+  SideLock(const SideLock&) = delete;
+  SideLock& operator=(const SideLock&) = delete;
+
+ private:
+  pthread_mutex_t* mutex_;
+};
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_SIDE_STATE_H_

@@ -1,0 +1,104 @@
+#include "fifo_bridge/spsc_ring.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace vsocket::fifo {
+namespace {
+
+// Calls fn(iov_base_pointer, length) for each piece of the iovec array that
+// lies in [skip, skip + limit), in order.  Returns the bytes visited.
+template <typename Fn>
+uint64_t ForEachIovSpan(const struct iovec* iov, int iovcnt, size_t skip,
+                        uint64_t limit, Fn fn) {
+  uint64_t done = 0;
+  for (int i = 0; i < iovcnt && done < limit; ++i) {
+    size_t len = iov[i].iov_len;
+    if (skip >= len) {
+      skip -= len;
+      continue;
+    }
+    auto* base = static_cast<uint8_t*>(iov[i].iov_base) + skip;
+    uint64_t take = std::min<uint64_t>(len - skip, limit - done);
+    skip = 0;
+    fn(base, take);
+    done += take;
+  }
+  return done;
+}
+
+}  // namespace
+
+int64_t RingProducer::FreeSpace() const {
+  uint64_t tail = control_->tail.load(std::memory_order_acquire);
+  uint64_t used = *own_head_ - tail;  // wraps to a huge value if tail > head
+  if (used > capacity_) return kCorrupt;
+  return static_cast<int64_t>(capacity_ - used);
+}
+
+int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
+  int64_t space = FreeSpace();
+  if (space <= 0) return space;
+  uint64_t head = *own_head_;
+  uint64_t mask = capacity_ - 1;
+  uint64_t copied = ForEachIovSpan(
+      iov, iovcnt, skip, static_cast<uint64_t>(space),
+      [&](uint8_t* src, uint64_t len) {
+        while (len > 0) {
+          uint64_t pos = head & mask;
+          uint64_t chunk = std::min(len, capacity_ - pos);
+          std::memcpy(data_ + pos, src, chunk);
+          head += chunk;
+          src += chunk;
+          len -= chunk;
+        }
+      });
+  if (copied > 0) {
+    *own_head_ = head;
+    control_->head.store(head, std::memory_order_release);
+  }
+  return static_cast<int64_t>(copied);
+}
+
+int64_t RingConsumer::Available() const {
+  uint64_t head = control_->head.load(std::memory_order_acquire);
+  uint64_t avail = head - *own_tail_;  // wraps to a huge value if head < tail
+  if (avail > capacity_) return kCorrupt;
+  return static_cast<int64_t>(avail);
+}
+
+int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
+                           bool peek) {
+  int64_t avail = Available();
+  if (avail <= 0) return avail;
+  uint64_t tail = *own_tail_;
+  uint64_t mask = capacity_ - 1;
+  uint64_t copied = ForEachIovSpan(
+      iov, iovcnt, skip, static_cast<uint64_t>(avail),
+      [&](uint8_t* dst, uint64_t len) {
+        while (len > 0) {
+          uint64_t pos = tail & mask;
+          uint64_t chunk = std::min(len, capacity_ - pos);
+          std::memcpy(dst, data_ + pos, chunk);
+          tail += chunk;
+          dst += chunk;
+          len -= chunk;
+        }
+      });
+  if (copied > 0 && !peek) {
+    *own_tail_ = tail;
+    control_->tail.store(tail, std::memory_order_release);
+  }
+  return static_cast<int64_t>(copied);
+}
+
+int64_t RingConsumer::Discard(uint64_t len) {
+  int64_t avail = Available();
+  if (avail <= 0) return avail;
+  uint64_t take = std::min<uint64_t>(len, static_cast<uint64_t>(avail));
+  *own_tail_ += take;
+  control_->tail.store(*own_tail_, std::memory_order_release);
+  return static_cast<int64_t>(take);
+}
+
+}  // namespace vsocket::fifo

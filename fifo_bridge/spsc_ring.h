@@ -1,0 +1,86 @@
+// Producer and consumer halves of a single-producer/single-consumer byte ring
+// laid out as in ring_layout.h.
+//
+// Trust model: the peer can write anything into the shared RingControl at any
+// time.  Each half keeps its own index in memory the peer cannot reach (the
+// `own_index` pointer) and treats the peer's index as untrusted input: every
+// value is range-checked before it is used, and an impossible value makes the
+// call return kCorrupt, after which the connection must be reset.
+//
+// Threading: at most one thread (in one process) uses a given half at a time;
+// callers serialise with their own lock.  The two halves may run concurrently
+// in different processes.
+#ifndef VSOCKET_FIFO_BRIDGE_SPSC_RING_H_
+#define VSOCKET_FIFO_BRIDGE_SPSC_RING_H_
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "fifo_bridge/ring_layout.h"
+
+namespace vsocket::fifo {
+
+inline constexpr int64_t kCorrupt = -1;
+
+class RingProducer {
+ public:
+  // REQUIRES: `data` has `capacity` bytes; IsValidCapacity(capacity);
+  //           *own_head is the producer's authoritative head.
+  RingProducer(RingControl* control, uint8_t* data, uint64_t capacity,
+               uint64_t* own_head)
+      : control_(control), data_(data), capacity_(capacity),
+        own_head_(own_head) {}
+
+  // Free bytes now, or kCorrupt if the peer's tail is impossible.
+  int64_t FreeSpace() const;
+
+  // Copies as many bytes as fit from the iovec array, starting `skip` bytes
+  // into it, then publishes the new head (release).  Returns the number of
+  // bytes copied (0 when full) or kCorrupt.
+  int64_t Write(const struct iovec* iov, int iovcnt, size_t skip);
+
+  uint64_t capacity() const { return capacity_; }
+  RingControl* control() const { return control_; }
+
+ private:
+  RingControl* control_;
+  uint8_t* data_;
+  uint64_t capacity_;
+  uint64_t* own_head_;
+};
+
+class RingConsumer {
+ public:
+  // REQUIRES: as for RingProducer, *own_tail is the consumer's authoritative
+  //           tail.
+  RingConsumer(RingControl* control, uint8_t* data, uint64_t capacity,
+               uint64_t* own_tail)
+      : control_(control), data_(data), capacity_(capacity),
+        own_tail_(own_tail) {}
+
+  // Readable bytes now, or kCorrupt if the peer's head is impossible.
+  int64_t Available() const;
+
+  // Copies up to the iovec capacity (starting `skip` bytes into it) out of the
+  // ring.  Unless `peek`, advances and publishes the tail (release).
+  // Returns bytes copied (0 when empty) or kCorrupt.
+  int64_t Read(const struct iovec* iov, int iovcnt, size_t skip, bool peek);
+
+  // Drops up to `len` readable bytes without copying them.
+  int64_t Discard(uint64_t len);
+
+  uint64_t capacity() const { return capacity_; }
+  RingControl* control() const { return control_; }
+
+ private:
+  RingControl* control_;
+  uint8_t* data_;
+  uint64_t capacity_;
+  uint64_t* own_tail_;
+};
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_SPSC_RING_H_

@@ -1,0 +1,142 @@
+// SPSC ring: wrap-around, partial transfers, iovec offsets, peeking, and
+// refusal of impossible indices published by a hostile peer.
+#include "fifo_bridge/spsc_ring.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+namespace vsocket::fifo {
+namespace {
+
+class RingTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kCapacity = 4096;
+  void SetUp() override {
+    memory_.assign(RingBytes(kCapacity) + kCacheLine, 0);
+    auto addr = reinterpret_cast<uintptr_t>(memory_.data());
+    auto* base = reinterpret_cast<uint8_t*>((addr + kCacheLine - 1) & ~(kCacheLine - 1));
+    control_ = new (base) RingControl();
+    data_ = base + kRingDataOffset;
+    producer_ = std::make_unique<RingProducer>(control_, data_, kCapacity, &head_);
+    consumer_ = std::make_unique<RingConsumer>(control_, data_, kCapacity, &tail_);
+  }
+
+  int64_t Put(const std::vector<uint8_t>& bytes) {
+    struct iovec iov = {const_cast<uint8_t*>(bytes.data()), bytes.size()};
+    return producer_->Write(&iov, 1, 0);
+  }
+  std::vector<uint8_t> Take(size_t max, bool peek = false) {
+    std::vector<uint8_t> out(max);
+    struct iovec iov = {out.data(), out.size()};
+    int64_t n = consumer_->Read(&iov, 1, 0, peek);
+    out.resize(n > 0 ? n : 0);
+    return out;
+  }
+
+  std::vector<uint8_t> memory_;
+  RingControl* control_ = nullptr;
+  uint8_t* data_ = nullptr;
+  uint64_t head_ = 0, tail_ = 0;
+  std::unique_ptr<RingProducer> producer_;
+  std::unique_ptr<RingConsumer> consumer_;
+};
+
+std::vector<uint8_t> Pattern(size_t n, uint8_t start) {
+  std::vector<uint8_t> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+TEST_F(RingTest, EmptyRingReadsNothing) {
+  EXPECT_EQ(consumer_->Available(), 0);
+  EXPECT_TRUE(Take(16).empty());
+  EXPECT_EQ(producer_->FreeSpace(), static_cast<int64_t>(kCapacity));
+}
+
+TEST_F(RingTest, WrapsAroundAndKeepsOrder) {
+  // Move the indices close to the end so the next write wraps.
+  auto first = Pattern(3000, 0);
+  ASSERT_EQ(Put(first), 3000);
+  ASSERT_EQ(Take(3000), first);
+  auto second = Pattern(2000, 7);
+  ASSERT_EQ(Put(second), 2000);
+  EXPECT_EQ(head_, 5000u);
+  EXPECT_EQ(Take(2000), second);
+  EXPECT_EQ(control_->tail.load(), 5000u);
+}
+
+TEST_F(RingTest, PartialWriteWhenFull) {
+  auto big = Pattern(5000, 1);
+  EXPECT_EQ(Put(big), static_cast<int64_t>(kCapacity));
+  EXPECT_EQ(producer_->FreeSpace(), 0);
+  EXPECT_EQ(Put(big), 0);
+  auto got = Take(10000);
+  ASSERT_EQ(got.size(), kCapacity);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), big.begin()));
+}
+
+TEST_F(RingTest, IovecWithSkipAndPeek) {
+  std::vector<uint8_t> a = Pattern(10, 0), b = Pattern(10, 100);
+  struct iovec iov[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
+  ASSERT_EQ(producer_->Write(iov, 2, 5), 15);  // skips a[0..4]
+  auto peeked = Take(4, /*peek=*/true);
+  EXPECT_EQ(peeked, std::vector<uint8_t>({5, 6, 7, 8}));
+  EXPECT_EQ(consumer_->Available(), 15);
+  std::vector<uint8_t> out(20, 0xee);
+  struct iovec out_iov[2] = {{out.data(), 3}, {out.data() + 3, 17}};
+  ASSERT_EQ(consumer_->Read(out_iov, 2, 0, false), 15);
+  EXPECT_EQ(out[0], 5);
+  EXPECT_EQ(out[4], 9);
+  EXPECT_EQ(out[5], 100);
+  EXPECT_EQ(out[14], 109);
+}
+
+TEST_F(RingTest, DiscardDropsBytes) {
+  ASSERT_EQ(Put(Pattern(100, 0)), 100);
+  EXPECT_EQ(consumer_->Discard(40), 40);
+  EXPECT_EQ(Take(1)[0], 40);
+}
+
+TEST_F(RingTest, HostileHeadIsRefused) {
+  // The producer's published head runs past what the ring can hold.
+  control_->head.store(kCapacity + 1);
+  EXPECT_EQ(consumer_->Available(), kCorrupt);
+  EXPECT_EQ(Take(16).size(), 0u);
+  // A head behind our tail (wrapping backwards) is impossible too.
+  tail_ = 100;
+  control_->head.store(50);
+  EXPECT_EQ(consumer_->Available(), kCorrupt);
+}
+
+TEST_F(RingTest, HostileTailIsRefused) {
+  ASSERT_EQ(Put(Pattern(100, 0)), 100);
+  control_->tail.store(101);  // consumed more than was written
+  EXPECT_EQ(producer_->FreeSpace(), kCorrupt);
+  EXPECT_EQ(Put(Pattern(1, 0)), kCorrupt);
+  // The producer's own head never moved on the bad value.
+  EXPECT_EQ(head_, 100u);
+}
+
+TEST_F(RingTest, OwnIndexIsNotReadBackFromSharedMemory) {
+  ASSERT_EQ(Put(Pattern(10, 0)), 10);
+  control_->head.store(9999);  // peer scribbles on our published head
+  ASSERT_EQ(Put(Pattern(10, 0)), 10);
+  EXPECT_EQ(head_, 20u);
+  EXPECT_EQ(control_->head.load(), 20u);
+}
+
+TEST(RingLayoutTest, IndicesLiveOnSeparateCacheLines) {
+  EXPECT_GE(offsetof(RingControl, tail) - offsetof(RingControl, head), kCacheLine);
+  EXPECT_GE(offsetof(RingControl, reader_wake) - offsetof(RingControl, tail), kCacheLine);
+  EXPECT_EQ(kRingDataOffset % kCacheLine, 0u);
+  EXPECT_TRUE(IsValidCapacity(4096));
+  EXPECT_FALSE(IsValidCapacity(4097));
+  EXPECT_FALSE(IsValidCapacity(2048));
+}
+
+}  // namespace
+}  // namespace vsocket::fifo

@@ -1,0 +1,391 @@
+// The public C API (include/vsocket/vsocket.h): maps each POSIX-style call
+// onto the VirtualSocket of its descriptor, or onto libc for descriptors that
+// are not ours.  No call here blocks except inside a transport's
+// SendMsg/RecvMsg, in the kernel's connect/accept, or in poll.
+#include "vsocket/vsocket.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "fifo_bridge/rendezvous.h"
+#include "vsocket/path_selection.h"
+#include "vsocket/socket_table.h"
+#include "vsocket/stats.h"
+#include "vsocket/tcp_transport.h"
+
+using vsocket::FallbackReason;
+using vsocket::LookupSocket;
+using vsocket::Transport;
+using vsocket::VirtualSocket;
+
+namespace {
+
+bool IsVirtualCandidate(int domain, int type, int protocol) {
+  return (domain == AF_INET || domain == AF_INET6) &&
+         (type & 0xf) == SOCK_STREAM &&
+         (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+// The kernel socket that carries names and options for `fd`.
+int KernelFdOf(VirtualSocket* vs, int fd) {
+  Transport* t = vs->ConnectedTransport(fd);
+  return t ? t->tcp_fd() : fd;
+}
+
+int64_t TimevalToNs(const void* val, socklen_t len) {
+  if (len < sizeof(struct timeval)) return -1;
+  const auto* tv = static_cast<const struct timeval*>(val);
+  int64_t ns = int64_t{tv->tv_sec} * 1000000000 + int64_t{tv->tv_usec} * 1000;
+  return ns == 0 ? -1 : ns;  // zero means "no timeout"
+}
+
+ssize_t SendMsgOn(int fd, const struct msghdr* msg, int flags) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::sendmsg(fd, msg, flags);
+  Transport* t = vs->ConnectedTransport(fd);
+  if (!t) return ::sendmsg(fd, msg, flags);  // the kernel reports the state
+  return t->SendMsg(msg, flags, vs->SendOptions());
+}
+
+ssize_t RecvMsgOn(int fd, struct msghdr* msg, int flags) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::recvmsg(fd, msg, flags);
+  Transport* t = vs->ConnectedTransport(fd);
+  if (!t) return ::recvmsg(fd, msg, flags);
+  return t->RecvMsg(msg, flags, vs->RecvOptions());
+}
+
+ssize_t SendBuffer(int fd, const void* buf, size_t len, int flags) {
+  struct iovec iov = {const_cast<void*>(buf), len};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  return SendMsgOn(fd, &msg, flags);
+}
+
+ssize_t RecvBuffer(int fd, void* buf, size_t len, int flags) {
+  struct iovec iov = {buf, len};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  return RecvMsgOn(fd, &msg, flags);
+}
+
+// Applies O_NONBLOCK to everything that backs the socket.
+void SetNonblocking(VirtualSocket* vs, int fd, bool on) {
+  vs->set_nonblocking(on);
+  int kernel_fd = KernelFdOf(vs, fd);
+  int fl = ::fcntl(kernel_fd, F_GETFL);
+  if (fl >= 0) ::fcntl(kernel_fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+}
+
+}  // namespace
+
+extern "C" {
+
+int vsocket_socket(int domain, int type, int protocol) {
+  int fd = ::socket(domain, type, protocol);
+  if (fd < 0 || !IsVirtualCandidate(domain, type, protocol)) return fd;
+  RegisterSocket(fd, std::make_shared<VirtualSocket>(
+                         domain, (type & SOCK_NONBLOCK) != 0));
+  return fd;
+}
+
+int vsocket_bind(int fd, const struct sockaddr* addr, socklen_t len) {
+  return ::bind(fd, addr, len);
+}
+
+int vsocket_listen(int fd, int backlog) {
+  auto vs = LookupSocket(fd);
+  if (::listen(fd, backlog) != 0) return -1;
+  if (vs && vs->state() != VirtualSocket::State::kListening)
+    vs->SetListening(vsocket::OpenMarkerFor(fd));
+  return 0;
+}
+
+int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
+  auto vs = LookupSocket(fd);
+  if (!vs || vs->state() != VirtualSocket::State::kListening)
+    return ::accept4(fd, addr, len, flags);
+  int tcp_fd = ::accept4(fd, addr, len, flags);
+  if (tcp_fd < 0) return -1;
+  bool nonblocking = (flags & SOCK_NONBLOCK) != 0;
+  auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
+  FallbackReason reason = FallbackReason::kDisabledByConfig;
+  std::unique_ptr<Transport> transport;
+  if (vs->marker_fd() >= 0) {
+    vsocket::fifo::DrainListenerMarker(vs->marker_fd());
+    transport = vsocket::ClaimOffer(tcp_fd, &reason);
+  }
+  if (!transport) {
+    transport = std::make_unique<vsocket::TcpTransport>(tcp_fd, reason);
+  } else if (!(flags & SOCK_CLOEXEC)) {
+    ::fcntl(transport->user_fd(), F_SETFD, 0);
+  }
+  int user_fd = transport->user_fd();
+  conn->SetTransport(std::move(transport));
+  RegisterSocket(user_fd, std::move(conn));
+  return user_fd;
+}
+
+int vsocket_accept(int fd, struct sockaddr* addr, socklen_t* len) {
+  return vsocket_accept4(fd, addr, len, 0);
+}
+
+int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::connect(fd, addr, len);
+  switch (vs->state()) {
+    case VirtualSocket::State::kConnected:
+      errno = EISCONN;
+      return -1;
+    case VirtualSocket::State::kConnecting:
+      if (vs->ConnectedTransport(fd)) {
+        errno = EISCONN;
+        return -1;
+      }
+      return ::connect(fd, addr, len);  // EALREADY, or the failure
+    case VirtualSocket::State::kListening:
+      return ::connect(fd, addr, len);  // the kernel's error
+    case VirtualSocket::State::kFresh:
+      break;
+  }
+  vsocket::PendingOffer offer;
+  FallbackReason reason = FallbackReason::kPeerNotVsocket;
+  if (addr && len >= sizeof(sa_family_t) &&
+      (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
+    reason = vsocket::PrepareOffer(fd, addr, len, &offer);
+  }
+  if (::connect(fd, addr, len) != 0) {
+    if (errno == EINPROGRESS || errno == EINTR) {
+      int saved = errno;
+      vs->SetConnecting(std::move(offer), reason);
+      errno = saved;
+    }
+    return -1;  // a failed connect withdraws the offer (PendingOffer dtor)
+  }
+  std::unique_ptr<Transport> transport;
+  if (offer.valid()) transport = vsocket::CompleteOffer(fd, std::move(offer));
+  if (!transport) {
+    if (reason == FallbackReason::kNone) reason = FallbackReason::kShmSetupFailed;
+    transport = std::make_unique<vsocket::TcpTransport>(fd, reason);
+  }
+  vs->SetTransport(std::move(transport));
+  return 0;
+}
+
+ssize_t vsocket_send(int fd, const void* buf, size_t len, int flags) {
+  return SendBuffer(fd, buf, len, flags);
+}
+
+ssize_t vsocket_recv(int fd, void* buf, size_t len, int flags) {
+  return RecvBuffer(fd, buf, len, flags);
+}
+
+ssize_t vsocket_sendto(int fd, const void* buf, size_t len, int flags,
+                       const struct sockaddr* addr, socklen_t addrlen) {
+  auto vs = LookupSocket(fd);
+  if (!vs || !vs->ConnectedTransport(fd))
+    return ::sendto(fd, buf, len, flags, addr, addrlen);
+  // A connected stream socket ignores the address, as TCP does.
+  return SendBuffer(fd, buf, len, flags);
+}
+
+ssize_t vsocket_recvfrom(int fd, void* buf, size_t len, int flags,
+                         struct sockaddr* addr, socklen_t* addrlen) {
+  auto vs = LookupSocket(fd);
+  if (!vs || !vs->ConnectedTransport(fd))
+    return ::recvfrom(fd, buf, len, flags, addr, addrlen);
+  ssize_t n = RecvBuffer(fd, buf, len, flags);
+  if (n >= 0 && addr && addrlen) {
+    // TCP reports the peer's address here.
+    ::getpeername(KernelFdOf(vs.get(), fd), addr, addrlen);
+  }
+  return n;
+}
+
+ssize_t vsocket_sendmsg(int fd, const struct msghdr* msg, int flags) {
+  return SendMsgOn(fd, msg, flags);
+}
+
+ssize_t vsocket_recvmsg(int fd, struct msghdr* msg, int flags) {
+  return RecvMsgOn(fd, msg, flags);
+}
+
+ssize_t vsocket_read(int fd, void* buf, size_t len) {
+  if (!LookupSocket(fd)) return ::read(fd, buf, len);
+  return RecvBuffer(fd, buf, len, 0);
+}
+
+ssize_t vsocket_write(int fd, const void* buf, size_t len) {
+  if (!LookupSocket(fd)) return ::write(fd, buf, len);
+  return SendBuffer(fd, buf, len, 0);
+}
+
+ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {
+  if (!LookupSocket(fd)) return ::readv(fd, iov, iovcnt);
+  struct msghdr msg = {};
+  msg.msg_iov = const_cast<struct iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  return RecvMsgOn(fd, &msg, 0);
+}
+
+ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
+  if (!LookupSocket(fd)) return ::writev(fd, iov, iovcnt);
+  struct msghdr msg = {};
+  msg.msg_iov = const_cast<struct iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  return SendMsgOn(fd, &msg, 0);
+}
+
+int vsocket_shutdown(int fd, int how) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::shutdown(fd, how);
+  Transport* t = vs->ConnectedTransport(fd);
+  if (!t) return ::shutdown(fd, how);
+  return t->Shutdown(how);
+}
+
+int vsocket_close(int fd) {
+  // Dropping the table's reference releases the connection once no other
+  // descriptor or in-flight call refers to it.
+  std::shared_ptr<VirtualSocket> vs = vsocket::UnregisterSocket(fd);
+  vs.reset();
+  return ::close(fd);
+}
+
+int vsocket_setsockopt(int fd, int level, int name, const void* val,
+                       socklen_t len) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::setsockopt(fd, level, name, val, len);
+  int rc = ::setsockopt(KernelFdOf(vs.get(), fd), level, name, val, len);
+  if (rc == 0 && level == SOL_SOCKET) {
+    if (name == SO_RCVTIMEO) vs->set_recv_timeout_ns(TimevalToNs(val, len));
+    if (name == SO_SNDTIMEO) vs->set_send_timeout_ns(TimevalToNs(val, len));
+  }
+  return rc;
+}
+
+int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::getsockopt(fd, level, name, val, len);
+  Transport* t = vs->ConnectedTransport(fd);
+  if (t && level == SOL_SOCKET && name == SO_ERROR &&
+      t->kind() != vsocket::TransportKind::kTcp) {
+    if (!val || !len || *len < sizeof(int)) {
+      errno = EINVAL;
+      return -1;
+    }
+    int err = t->TakeError();
+    std::memcpy(val, &err, sizeof(int));
+    *len = sizeof(int);
+    return 0;
+  }
+  return ::getsockopt(t ? t->tcp_fd() : fd, level, name, val, len);
+}
+
+int vsocket_getsockname(int fd, struct sockaddr* addr, socklen_t* len) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::getsockname(fd, addr, len);
+  return ::getsockname(KernelFdOf(vs.get(), fd), addr, len);
+}
+
+int vsocket_getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::getpeername(fd, addr, len);
+  return ::getpeername(KernelFdOf(vs.get(), fd), addr, len);
+}
+
+int vsocket_fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  long arg = va_arg(ap, long);
+  va_end(ap);
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::fcntl(fd, cmd, arg);
+  switch (cmd) {
+    case F_GETFL: {
+      int fl = ::fcntl(fd, F_GETFL);
+      if (fl < 0) return fl;
+      return (fl & ~O_NONBLOCK) | (vs->nonblocking() ? O_NONBLOCK : 0);
+    }
+    case F_SETFL:
+      SetNonblocking(vs.get(), fd, (arg & O_NONBLOCK) != 0);
+      return ::fcntl(fd, F_SETFL, arg);
+    case F_DUPFD:
+    case F_DUPFD_CLOEXEC: {
+      int copy = ::fcntl(fd, cmd, arg);
+      if (copy >= 0) RegisterSocket(copy, vs);
+      return copy;
+    }
+    default:
+      return ::fcntl(fd, cmd, arg);
+  }
+}
+
+int vsocket_ioctl(int fd, unsigned long request, void* arg) {
+  auto vs = LookupSocket(fd);
+  if (!vs) return ::ioctl(fd, request, arg);
+  if (request == FIONBIO && arg) {
+    SetNonblocking(vs.get(), fd, *static_cast<int*>(arg) != 0);
+    return 0;
+  }
+  Transport* t = vs->ConnectedTransport(fd);
+  if (request == FIONREAD && t && arg) {
+    int n = t->ReadableBytes();
+    if (n < 0) return -1;
+    *static_cast<int*>(arg) = n;
+    return 0;
+  }
+  return ::ioctl(t ? t->tcp_fd() : fd, request, arg);
+}
+
+int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+  // Every virtual socket's descriptor reports its readiness to the kernel,
+  // so the kernel's poll is exact.  Finish pending non-blocking connects so
+  // that their descriptors are the final ones.
+  for (nfds_t i = 0; i < nfds; ++i) {
+    if (auto vs = LookupSocket(fds[i].fd)) vs->ConnectedTransport(fds[i].fd);
+  }
+  return ::poll(fds, nfds, timeout_ms);
+}
+
+const char* vsocket_transport_name(int fd) {
+  auto vs = LookupSocket(fd);
+  Transport* t = vs ? vs->ConnectedTransport(fd) : nullptr;
+  if (!t) {
+    errno = EBADF;
+    return nullptr;
+  }
+  return vsocket::TransportKindName(t->kind());
+}
+
+const char* vsocket_fallback_reason(int fd) {
+  auto vs = LookupSocket(fd);
+  Transport* t = vs ? vs->ConnectedTransport(fd) : nullptr;
+  if (!t) {
+    errno = EBADF;
+    return nullptr;
+  }
+  return vsocket::FallbackReasonName(t->fallback_reason());
+}
+
+size_t vsocket_stats_json(char* buf, size_t size) {
+  std::string json = vsocket::StatsJson();
+  if (buf && size > 0) {
+    size_t n = json.size() < size - 1 ? json.size() : size - 1;
+    std::memcpy(buf, json.data(), n);
+    buf[n] = '\0';
+  }
+  return json.size();
+}
+
+}  // extern "C"

@@ -1,0 +1,30 @@
+// Why a connection did not take a fast path.  Every fallback or refusal has
+// one of these names; they appear in VSOCKET_STATS, in the log (once per
+// reason at VSOCKET_LOG=info) and through vsocket_fallback_reason().
+// The names are a stable interface: add new ones, never rename.
+#ifndef VSOCKET_VSOCKET_FALLBACK_REASON_H_
+#define VSOCKET_VSOCKET_FALLBACK_REASON_H_
+
+namespace vsocket {
+
+enum class FallbackReason {
+  kNone = 0,              // on a fast path
+  kDisabledByConfig,      // VSOCKET_TRANSPORT=tcp
+  kPeerNotVsocket,        // the other end is a plain TCP program
+  kPeerNotLocal,          // peer on another host and no RDMA path
+  kUidMismatch,           // peer runs as another user
+  kShmSetupFailed,        // could not create or map the ring segment
+  kRendezvousNameInUse,   // a doorbell name for this 4-tuple is taken
+  kClaimTimeout,          // the server never claimed the offer
+  kPeerSpokeTcp,          // bytes arrived on TCP before a claim: plain peer
+  kInvalidOffer,          // the client's segment failed validation
+  kOfferRevoked,          // the client gave up on the offer before accept
+  kCount,
+};
+
+// "peer_not_vsocket" etc.; "" for kNone.
+const char* FallbackReasonName(FallbackReason reason);
+
+}  // namespace vsocket
+
+#endif  // VSOCKET_VSOCKET_FALLBACK_REASON_H_

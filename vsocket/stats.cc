@@ -1,0 +1,133 @@
+#include "vsocket/stats.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "vsocket/config.h"
+#include "vsocket/log.h"
+
+namespace vsocket {
+namespace {
+
+struct Counters {
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+};
+
+constexpr int kKinds = static_cast<int>(TransportKind::kCount);
+constexpr int kReasons = static_cast<int>(FallbackReason::kCount);
+
+Counters g_transport[kKinds];
+std::atomic<uint64_t> g_reason_count[kReasons];
+std::atomic<bool> g_reason_logged[kReasons];
+
+Counters& Of(TransportKind kind) { return g_transport[static_cast<int>(kind)]; }
+
+void PrintAtExit() {
+  std::string line = StatsJson() + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+}  // namespace
+
+const char* FallbackReasonName(FallbackReason reason) {
+  switch (reason) {
+    case FallbackReason::kNone: return "";
+    case FallbackReason::kDisabledByConfig: return "disabled_by_config";
+    case FallbackReason::kPeerNotVsocket: return "peer_not_vsocket";
+    case FallbackReason::kPeerNotLocal: return "peer_not_local";
+    case FallbackReason::kUidMismatch: return "uid_mismatch";
+    case FallbackReason::kShmSetupFailed: return "shm_setup_failed";
+    case FallbackReason::kRendezvousNameInUse: return "rendezvous_name_in_use";
+    case FallbackReason::kClaimTimeout: return "claim_timeout";
+    case FallbackReason::kPeerSpokeTcp: return "peer_spoke_tcp";
+    case FallbackReason::kInvalidOffer: return "invalid_offer";
+    case FallbackReason::kOfferRevoked: return "offer_revoked";
+    case FallbackReason::kCount: break;
+  }
+  return "unknown";
+}
+
+const char* TransportKindName(TransportKind kind) {
+  return kind == TransportKind::kShm ? "shm" : "tcp";
+}
+
+void StatsConnectionOpened(TransportKind kind) {
+  Of(kind).connections.fetch_add(1, std::memory_order_relaxed);
+}
+
+void StatsConnectionMoved(TransportKind from, TransportKind to) {
+  Of(from).connections.fetch_sub(1, std::memory_order_relaxed);
+  Of(to).connections.fetch_add(1, std::memory_order_relaxed);
+}
+
+void StatsBytesSent(TransportKind kind, uint64_t bytes) {
+  Of(kind).bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void StatsBytesReceived(TransportKind kind, uint64_t bytes) {
+  Of(kind).bytes_received.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void StatsFallback(FallbackReason reason, const char* detail) {
+  int i = static_cast<int>(reason);
+  if (i <= 0 || i >= kReasons) return;
+  g_reason_count[i].fetch_add(1, std::memory_order_relaxed);
+  if (!g_reason_logged[i].exchange(true, std::memory_order_relaxed)) {
+    VSOCKET_LOG(kInfo, "connection on kernel TCP: %s%s%s",
+                FallbackReasonName(reason), detail && *detail ? ": " : "",
+                detail ? detail : "");
+  }
+}
+
+std::string StatsJson() {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "{\"pid\":%d,\"transports\":{",
+                static_cast<int>(::getpid()));
+  std::string out = buf;
+  bool first = true;
+  for (int k = 0; k < kKinds; ++k) {
+    const Counters& c = g_transport[k];
+    uint64_t conns = c.connections.load(std::memory_order_relaxed);
+    uint64_t sent = c.bytes_sent.load(std::memory_order_relaxed);
+    uint64_t received = c.bytes_received.load(std::memory_order_relaxed);
+    if (conns == 0 && sent == 0 && received == 0) continue;
+    std::snprintf(buf, sizeof(buf),
+                  "%s\"%s\":{\"connections\":%llu,\"bytes_sent\":%llu,"
+                  "\"bytes_received\":%llu}",
+                  first ? "" : ",", TransportKindName(static_cast<TransportKind>(k)),
+                  static_cast<unsigned long long>(conns),
+                  static_cast<unsigned long long>(sent),
+                  static_cast<unsigned long long>(received));
+    out += buf;
+    first = false;
+  }
+  out += "},\"fallback_reasons\":{";
+  first = true;
+  for (int r = 1; r < kReasons; ++r) {
+    uint64_t n = g_reason_count[r].load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    std::snprintf(buf, sizeof(buf), "%s\"%s\":%llu", first ? "" : ",",
+                  FallbackReasonName(static_cast<FallbackReason>(r)),
+                  static_cast<unsigned long long>(n));
+    out += buf;
+    first = false;
+  }
+  out += "}}";
+  return out;
+}
+
+void StatsInstallExitHook() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (GetConfig().print_stats) std::atexit(PrintAtExit);
+  });
+}
+
+}  // namespace vsocket

@@ -1,0 +1,40 @@
+// Process-wide counters: connections and bytes per transport, and a count for
+// each fallback reason.  Lock-free (relaxed atomics); callable from any
+// thread.  With VSOCKET_STATS=1 the process prints StatsJson() as one line
+// to stderr at exit.
+//
+// JSON shape (stable, documented in README):
+//   {"pid":123,"transports":{"shm":{"connections":2,"bytes_sent":10,
+//    "bytes_received":10}, "tcp":{...}},"fallback_reasons":{"peer_not_vsocket":1}}
+// Transports and reasons with a zero count are left out.
+#ifndef VSOCKET_VSOCKET_STATS_H_
+#define VSOCKET_VSOCKET_STATS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "vsocket/fallback_reason.h"
+
+namespace vsocket {
+
+enum class TransportKind { kTcp = 0, kShm = 1, kCount };
+const char* TransportKindName(TransportKind kind);
+
+struct TransportCounters;  // opaque
+
+void StatsConnectionOpened(TransportKind kind);
+void StatsConnectionMoved(TransportKind from, TransportKind to);
+void StatsBytesSent(TransportKind kind, uint64_t bytes);
+void StatsBytesReceived(TransportKind kind, uint64_t bytes);
+// Counts the reason and logs it once per process at info level.
+void StatsFallback(FallbackReason reason, const char* detail);
+
+std::string StatsJson();
+
+// Registers the at-exit printer if VSOCKET_STATS is set.  Idempotent.
+void StatsInstallExitHook();
+
+}  // namespace vsocket
+
+#endif  // VSOCKET_VSOCKET_STATS_H_

@@ -1,0 +1,99 @@
+#include "vsocket/virtual_socket.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "vsocket/config.h"
+#include "vsocket/stats.h"
+#include "vsocket/tcp_transport.h"
+
+namespace vsocket {
+
+VirtualSocket::~VirtualSocket() {
+  if (transport_owner_) transport_owner_->Release();
+  if (marker_fd_ >= 0) ::close(marker_fd_);
+}
+
+void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  StatsConnectionOpened(transport->kind());
+  if (transport->fallback_reason() != FallbackReason::kNone)
+    StatsFallback(transport->fallback_reason(), nullptr);
+  transport_.store(transport.get(), std::memory_order_release);
+  transport_owner_ = std::move(transport);
+  pending_offer_ = PendingOffer();
+  state_.store(State::kConnected, std::memory_order_release);
+}
+
+void VirtualSocket::SetConnecting(PendingOffer offer, FallbackReason reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_offer_ = std::move(offer);
+  pending_reason_ = reason;
+  state_.store(State::kConnecting, std::memory_order_release);
+}
+
+void VirtualSocket::SetListening(int marker_fd) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (marker_fd_ < 0) {
+    marker_fd_ = marker_fd;
+  } else if (marker_fd >= 0) {
+    ::close(marker_fd);
+  }
+  state_.store(State::kListening, std::memory_order_release);
+}
+
+Transport* VirtualSocket::ConnectedTransport(int fd) {
+  Transport* transport = transport_.load(std::memory_order_acquire);
+  if (transport || state() != State::kConnecting) return transport;
+  // A non-blocking connect was in flight: has the kernel finished it?
+  struct pollfd pfd = {fd, POLLOUT, 0};
+  if (::poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLOUT | POLLERR | POLLHUP)))
+    return nullptr;
+  struct sockaddr_storage peer;
+  socklen_t peer_len = sizeof(peer);
+  bool connected =
+      ::getpeername(fd, reinterpret_cast<struct sockaddr*>(&peer), &peer_len) == 0;
+  std::unique_ptr<Transport> made;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (State::kConnecting != state()) return transport_.load();
+    if (!connected) {
+      // Failed: leave SO_ERROR to the kernel; withdraw the offer.
+      pending_offer_ = PendingOffer();
+      state_.store(State::kFresh, std::memory_order_release);
+      return nullptr;
+    }
+    if (pending_offer_.valid()) made = CompleteOffer(fd, std::move(pending_offer_));
+    if (!made) {
+      FallbackReason reason = pending_reason_ != FallbackReason::kNone
+                                  ? pending_reason_
+                                  : FallbackReason::kShmSetupFailed;
+      made = std::make_unique<TcpTransport>(fd, reason);
+    }
+  }
+  SetTransport(std::move(made));
+  return transport_.load(std::memory_order_acquire);
+}
+
+IoOptions VirtualSocket::SendOptions() const {
+  IoOptions io;
+  io.nonblocking = nonblocking();
+  io.timeout_ns = send_timeout_ns_.load(std::memory_order_relaxed);
+  io.spin_ns = GetConfig().spin_us * 1000;
+  return io;
+}
+
+IoOptions VirtualSocket::RecvOptions() const {
+  IoOptions io;
+  io.nonblocking = nonblocking();
+  io.timeout_ns = recv_timeout_ns_.load(std::memory_order_relaxed);
+  io.spin_ns = GetConfig().spin_us * 1000;
+  return io;
+}
+
+void VirtualSocket::OnForkChild() {
+  if (Transport* t = transport_.load(std::memory_order_acquire)) t->OnForkChild();
+}
+
+}  // namespace vsocket

@@ -1,0 +1,71 @@
+// One virtual socket: what vsocket knows about an AF_INET/AF_INET6 stream
+// socket created through it, from socket() to close().  Shared by every
+// descriptor number that refers to it (dup, F_DUPFD) through the SocketTable.
+//
+// States: kFresh (socket/bind), kListening, kConnecting (non-blocking
+// connect in flight, an offer may be pending), kConnected (transport set).
+// The transport is set once, under `mutex`, and never replaced afterwards;
+// readers load it with acquire ordering.
+#ifndef VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
+#define VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "vsocket/path_selection.h"
+#include "vsocket/transport.h"
+
+namespace vsocket {
+
+class VirtualSocket {
+ public:
+  enum class State { kFresh, kListening, kConnecting, kConnected };
+
+  VirtualSocket(int domain, bool nonblocking)
+      : domain_(domain), nonblocking_(nonblocking) {}
+  ~VirtualSocket();  // releases the transport and the listener marker
+
+  int domain() const { return domain_; }
+  State state() const { return state_.load(std::memory_order_acquire); }
+
+  // The transport, or nullptr before the connection is established.
+  // For kConnecting it first checks whether the kernel finished the
+  // handshake on `fd` and, if so, completes the connection.
+  Transport* ConnectedTransport(int fd);
+
+  // Called by connect/accept once the path is chosen.  Takes ownership.
+  void SetTransport(std::unique_ptr<Transport> transport);
+  // Non-blocking connect in flight; `offer` may be empty (plain TCP).
+  void SetConnecting(PendingOffer offer, FallbackReason reason);
+  void SetListening(int marker_fd);
+  int marker_fd() const { return marker_fd_; }
+
+  IoOptions SendOptions() const;
+  IoOptions RecvOptions() const;
+  bool nonblocking() const { return nonblocking_.load(std::memory_order_relaxed); }
+  void set_nonblocking(bool on) { nonblocking_.store(on, std::memory_order_relaxed); }
+  void set_send_timeout_ns(int64_t ns) { send_timeout_ns_.store(ns); }
+  void set_recv_timeout_ns(int64_t ns) { recv_timeout_ns_.store(ns); }
+
+  // For fork(): tells the transport one more process holds it.
+  void OnForkChild();
+
+ private:
+  const int domain_;
+  std::atomic<State> state_{State::kFresh};
+  std::mutex mutex_;  // guards transitions of state_ and the fields below
+  std::unique_ptr<Transport> transport_owner_;
+  std::atomic<Transport*> transport_{nullptr};
+  PendingOffer pending_offer_;
+  FallbackReason pending_reason_ = FallbackReason::kNone;
+  int marker_fd_ = -1;
+  std::atomic<bool> nonblocking_;
+  std::atomic<int64_t> send_timeout_ns_{-1};
+  std::atomic<int64_t> recv_timeout_ns_{-1};
+};
+
+}  // namespace vsocket
+
+#endif  // VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
