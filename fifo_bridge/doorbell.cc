@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include "vsocket/real_libc.h"
 
 namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
 namespace {
 
 // Abstract-namespace address "\0vsk1/<key>/<role><kind>".
@@ -24,11 +27,11 @@ socklen_t MakeAddress(const std::string& key, char role, char kind,
 }
 
 int BoundDatagramSocket(const struct sockaddr_un& addr, socklen_t len) {
-  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = sys::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
-  if (::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), len) != 0) {
+  if (sys::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), len) != 0) {
     int err = errno;
-    ::close(fd);
+    sys::close(fd);
     return -err;
   }
   return fd;
@@ -37,7 +40,7 @@ int BoundDatagramSocket(const struct sockaddr_un& addr, socklen_t len) {
 int SendWake(int from_fd, const struct sockaddr_un& to, socklen_t len) {
   char byte = 0;
   for (;;) {
-    ssize_t n = ::sendto(from_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+    ssize_t n = sys::sendto(from_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
                          reinterpret_cast<const struct sockaddr*>(&to), len);
     if (n == 1) return 0;
     if (errno == EINTR) continue;
@@ -49,7 +52,7 @@ int SendWake(int from_fd, const struct sockaddr_un& to, socklen_t len) {
 
 void DrainDatagrams(int fd) {
   char buf[64];
-  while (::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR) {
+  while (sys::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR) {
   }
 }
 
@@ -68,13 +71,13 @@ int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
   if (wait_fd < 0) return wait_fd;
   int sink_fd = BoundDatagramSocket(my_sink, my_sink_len);
   if (sink_fd < 0) {
-    ::close(wait_fd);
+    sys::close(wait_fd);
     return sink_fd;
   }
   // The smallest send buffer makes two filler datagrams enough to clear
   // POLLOUT on the wait socket.
   int one = 1;
-  ::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+  sys::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
   wait_fd_ = wait_fd;
   sink_fd_ = sink_fd;
   return 0;
@@ -95,10 +98,10 @@ int Doorbell::FillSendBuffer() const {
   // send buffer of a few KiB, so this ends within a handful of iterations.
   for (int i = 0; i < 64; ++i) {
     struct pollfd pfd = {wait_fd_, POLLOUT, 0};
-    if (::poll(&pfd, 1, 0) < 0 && errno != EINTR) return -errno;
+    if (sys::poll(&pfd, 1, 0) < 0 && errno != EINTR) return -errno;
     if (!(pfd.revents & POLLOUT)) return 0;
     char byte = 0;
-    ssize_t n = ::sendto(wait_fd_, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+    ssize_t n = sys::sendto(wait_fd_, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
                          reinterpret_cast<const struct sockaddr*>(&peer_sink_addr_),
                          peer_sink_len_);
     if (n < 0 && errno != EINTR) {
@@ -112,8 +115,8 @@ int Doorbell::FillSendBuffer() const {
 void Doorbell::DrainSink() const { DrainDatagrams(sink_fd_); }
 
 void Doorbell::Close() {
-  if (wait_fd_ >= 0) ::close(wait_fd_);
-  if (sink_fd_ >= 0) ::close(sink_fd_);
+  if (wait_fd_ >= 0) sys::close(wait_fd_);
+  if (sink_fd_ >= 0) sys::close(sink_fd_);
   wait_fd_ = sink_fd_ = -1;
 }
 

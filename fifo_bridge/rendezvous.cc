@@ -10,8 +10,11 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include "vsocket/real_libc.h"
 
 namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
 namespace {
 
 socklen_t MarkerAddress(const std::string& ip, uint16_t port,
@@ -27,19 +30,19 @@ socklen_t MarkerAddress(const std::string& ip, uint16_t port,
 bool ProbeOne(const std::string& ip, uint16_t port, ProbeResult* result) {
   struct sockaddr_un addr;
   socklen_t len = MarkerAddress(ip, port, &addr);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
   bool found = false;
-  if (::connect(fd, reinterpret_cast<struct sockaddr*>(&addr), len) == 0) {
+  if (sys::connect(fd, reinterpret_cast<struct sockaddr*>(&addr), len) == 0) {
     struct ucred cred;
     socklen_t cred_len = sizeof(cred);
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0) {
+    if (sys::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0) {
       result->found = found = true;
       result->uid = cred.uid;
       result->pid = cred.pid;
     }
   }
-  ::close(fd);
+  sys::close(fd);
   return found;
 }
 
@@ -88,12 +91,12 @@ std::string ConnectionKey(const Endpoint& server, uint16_t client_port) {
 int OpenListenerMarker(const Endpoint& bound) {
   struct sockaddr_un addr;
   socklen_t len = MarkerAddress(bound.ip, bound.port, &addr);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
-  if (::bind(fd, reinterpret_cast<struct sockaddr*>(&addr), len) != 0 ||
-      ::listen(fd, SOMAXCONN) != 0) {
+  if (sys::bind(fd, reinterpret_cast<struct sockaddr*>(&addr), len) != 0 ||
+      sys::listen(fd, SOMAXCONN) != 0) {
     int err = errno;
-    ::close(fd);
+    sys::close(fd);
     return -err;
   }
   return fd;
@@ -101,12 +104,12 @@ int OpenListenerMarker(const Endpoint& bound) {
 
 void DrainListenerMarker(int marker_fd) {
   for (int i = 0; i < 1024; ++i) {
-    int fd = ::accept4(marker_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = sys::accept4(marker_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EINTR) continue;
       return;
     }
-    ::close(fd);
+    sys::close(fd);
   }
 }
 
@@ -142,10 +145,10 @@ bool IsLocalAddress(const Endpoint& dst, int family) {
   }
   (void)family;
   if (local) {
-    int fd = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int fd = sys::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     local = fd >= 0 &&
-            ::bind(fd, reinterpret_cast<struct sockaddr*>(&ss), len) == 0;
-    if (fd >= 0) ::close(fd);
+            sys::bind(fd, reinterpret_cast<struct sockaddr*>(&ss), len) == 0;
+    if (fd >= 0) sys::close(fd);
   }
   std::lock_guard<std::mutex> lock(mutex);
   if (cache.size() < 256) cache.emplace(dst.ip, local);

@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include "vsocket/real_libc.h"
 
 namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
 namespace {
 
 constexpr size_t kPage = 4096;
@@ -40,7 +43,7 @@ bool IsStale(const std::string& path) {
   if (fd < 0) return errno == ENOENT;
   SegmentHeader header;
   ssize_t n = ::pread(fd, &header, sizeof(header), 0);
-  ::close(fd);
+  sys::close(fd);
   if (n != static_cast<ssize_t>(sizeof(header))) return true;
   pid_t owner = static_cast<pid_t>(header.client_pid);
   return owner <= 0 || (::kill(owner, 0) != 0 && errno == ESRCH);
@@ -102,7 +105,7 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   } else {
     err = MapFile(fd, capacity, out);
   }
-  ::close(fd);
+  sys::close(fd);
   if (err != 0) {
     ::unlink(path.c_str());
     return err;
@@ -153,7 +156,7 @@ int ShmSegment::OpenOffer(const std::string& key,
   } else {
     err = MapFile(fd, header.ring_capacity, out);
   }
-  ::close(fd);
+  sys::close(fd);
   if (err != 0) return err;
   (*out)->path_ = path;
   (*out)->linked_ = true;

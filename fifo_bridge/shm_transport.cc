@@ -12,10 +12,13 @@
 #include <climits>
 #include <vector>
 
+#include "vsocket/real_libc.h"
 #include "vsocket/log.h"
 #include "vsocket/wait.h"
 
 namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
 namespace {
 
 // Returned by the Try* helpers when the connection moved to TCP under them.
@@ -229,7 +232,7 @@ void ShmTransport::CheckLiveness() {
   if (side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone)
     return;
   char byte;
-  ssize_t n = ::recv(tcp_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t n = sys::recv(tcp_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
     return;
   if (n > 0) {
@@ -272,7 +275,7 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
   uint64_t sent = 0;
   int64_t give_up = MonotonicNs() + 10 * 1000000000ll;
   while (sent < head) {
-    ssize_t n = ::send(tcp_fd_, data + sent, head - sent,
+    ssize_t n = sys::send(tcp_fd_, data + sent, head - sent,
                        MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<uint64_t>(n);
@@ -282,18 +285,18 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
         MonotonicNs() < give_up) {
       struct pollfd pfd = {tcp_fd_, POLLOUT, 0};
-      ::poll(&pfd, 1, 100);
+      sys::poll(&pfd, 1, 100);
       continue;
     }
     VSOCKET_LOG(kWarn, "could not replay %llu buffered bytes into TCP",
                 static_cast<unsigned long long>(head - sent));
     break;
   }
-  if (side_->local_flags.load() & kLocalShutWrite) ::shutdown(tcp_fd_, SHUT_WR);
+  if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
   // The user's descriptor number now names the TCP socket.
   int user = doorbell_->wait_fd();
-  int fd_flags = ::fcntl(user, F_GETFD);
-  if (::dup3(tcp_fd_, user, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+  int fd_flags = sys::fcntl(user, F_GETFD);
+  if (sys::dup3(tcp_fd_, user, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
     VSOCKET_LOG(kError, "dup3 during fallback failed: errno %d", errno);
   }
   doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
@@ -459,13 +462,13 @@ int ShmTransport::WaitWritable(int64_t deadline_ns, uint32_t spin_ns) {
 }
 
 ssize_t ShmTransport::TcpSend(const struct msghdr* msg, int flags) {
-  ssize_t n = ::sendmsg(tcp_fd_, msg, flags);
+  ssize_t n = sys::sendmsg(tcp_fd_, msg, flags);
   if (n > 0) StatsBytesSent(TransportKind::kTcp, static_cast<uint64_t>(n));
   return n;
 }
 
 ssize_t ShmTransport::TcpRecv(struct msghdr* msg, int flags) {
-  ssize_t n = ::recvmsg(tcp_fd_, msg, flags);
+  ssize_t n = sys::recvmsg(tcp_fd_, msg, flags);
   if (n > 0 && !(flags & MSG_PEEK))
     StatsBytesReceived(TransportKind::kTcp, static_cast<uint64_t>(n));
   return n;
@@ -606,7 +609,7 @@ ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
 }
 
 int ShmTransport::Shutdown(int how) {
-  if (revoked()) return ::shutdown(tcp_fd_, how);
+  if (revoked()) return sys::shutdown(tcp_fd_, how);
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
     errno = EINVAL;
     return -1;
@@ -628,7 +631,7 @@ int ShmTransport::Shutdown(int how) {
 int ShmTransport::ReadableBytes() {
   if (revoked()) {
     int n = 0;
-    return ::ioctl(tcp_fd_, FIONREAD, &n) == 0 ? n : -1;
+    return sys::ioctl(tcp_fd_, FIONREAD, &n) == 0 ? n : -1;
   }
   int64_t n = consumer_->Available();
   if (n < 0) return 0;
@@ -639,7 +642,7 @@ int ShmTransport::TakeError() {
   if (revoked()) {
     int err = 0;
     socklen_t len = sizeof(err);
-    ::getsockopt(tcp_fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+    sys::getsockopt(tcp_fd_, SOL_SOCKET, SO_ERROR, &err, &len);
     return err;
   }
   return side_->pending_error.exchange(0, std::memory_order_relaxed);
@@ -675,7 +678,7 @@ void ShmTransport::Release() {
   // The user's descriptor is closed by the socket layer, not here.
   if (!revoked()) doorbell_->set_wait_fd(-1);
   doorbell_->Close();
-  if (tcp_fd_ >= 0) ::close(tcp_fd_);
+  if (tcp_fd_ >= 0) sys::close(tcp_fd_);
   tcp_fd_ = -1;
   segment_.reset();
 }

@@ -2,6 +2,7 @@
 // onto the VirtualSocket of its descriptor, or onto libc for descriptors that
 // are not ours.  No call here blocks except inside a transport's
 // SendMsg/RecvMsg, in the kernel's connect/accept, or in poll.
+#include "vsocket/real_libc.h"
 #include "vsocket/vsocket.h"
 
 #include <errno.h>
@@ -26,6 +27,8 @@ using vsocket::LookupSocket;
 using vsocket::Transport;
 using vsocket::VirtualSocket;
 
+namespace sys = vsocket::sys;
+
 namespace {
 
 bool IsVirtualCandidate(int domain, int type, int protocol) {
@@ -49,17 +52,17 @@ int64_t TimevalToNs(const void* val, socklen_t len) {
 
 ssize_t SendMsgOn(int fd, const struct msghdr* msg, int flags) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::sendmsg(fd, msg, flags);
+  if (!vs) return sys::sendmsg(fd, msg, flags);
   Transport* t = vs->ConnectedTransport(fd);
-  if (!t) return ::sendmsg(fd, msg, flags);  // the kernel reports the state
+  if (!t) return sys::sendmsg(fd, msg, flags);  // the kernel reports the state
   return t->SendMsg(msg, flags, vs->SendOptions());
 }
 
 ssize_t RecvMsgOn(int fd, struct msghdr* msg, int flags) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::recvmsg(fd, msg, flags);
+  if (!vs) return sys::recvmsg(fd, msg, flags);
   Transport* t = vs->ConnectedTransport(fd);
-  if (!t) return ::recvmsg(fd, msg, flags);
+  if (!t) return sys::recvmsg(fd, msg, flags);
   return t->RecvMsg(msg, flags, vs->RecvOptions());
 }
 
@@ -83,8 +86,21 @@ ssize_t RecvBuffer(int fd, void* buf, size_t len, int flags) {
 void SetNonblocking(VirtualSocket* vs, int fd, bool on) {
   vs->set_nonblocking(on);
   int kernel_fd = KernelFdOf(vs, fd);
-  int fl = ::fcntl(kernel_fd, F_GETFL);
-  if (fl >= 0) ::fcntl(kernel_fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+  int fl = sys::fcntl(kernel_fd, F_GETFL);
+  if (fl >= 0) sys::fcntl(kernel_fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+}
+
+// A non-blocking connect to a listener on this host completes within
+// microseconds unless its backlog is full.  Waits at most a few ms for it.
+// Returns 0 when connected, an errno value when it failed, -1 when still
+// in progress.
+int WaitLocalHandshake(int fd) {
+  struct pollfd pfd = {fd, POLLOUT, 0};
+  if (sys::poll(&pfd, 1, 5) <= 0) return -1;
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (sys::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+  return err;
 }
 
 }  // namespace
@@ -92,7 +108,7 @@ void SetNonblocking(VirtualSocket* vs, int fd, bool on) {
 extern "C" {
 
 int vsocket_socket(int domain, int type, int protocol) {
-  int fd = ::socket(domain, type, protocol);
+  int fd = sys::socket(domain, type, protocol);
   if (fd < 0 || !IsVirtualCandidate(domain, type, protocol)) return fd;
   RegisterSocket(fd, std::make_shared<VirtualSocket>(
                          domain, (type & SOCK_NONBLOCK) != 0));
@@ -100,12 +116,12 @@ int vsocket_socket(int domain, int type, int protocol) {
 }
 
 int vsocket_bind(int fd, const struct sockaddr* addr, socklen_t len) {
-  return ::bind(fd, addr, len);
+  return sys::bind(fd, addr, len);
 }
 
 int vsocket_listen(int fd, int backlog) {
   auto vs = LookupSocket(fd);
-  if (::listen(fd, backlog) != 0) return -1;
+  if (sys::listen(fd, backlog) != 0) return -1;
   if (vs && vs->state() != VirtualSocket::State::kListening)
     vs->SetListening(vsocket::OpenMarkerFor(fd));
   return 0;
@@ -114,8 +130,8 @@ int vsocket_listen(int fd, int backlog) {
 int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   auto vs = LookupSocket(fd);
   if (!vs || vs->state() != VirtualSocket::State::kListening)
-    return ::accept4(fd, addr, len, flags);
-  int tcp_fd = ::accept4(fd, addr, len, flags);
+    return sys::accept4(fd, addr, len, flags);
+  int tcp_fd = sys::accept4(fd, addr, len, flags);
   if (tcp_fd < 0) return -1;
   bool nonblocking = (flags & SOCK_NONBLOCK) != 0;
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
@@ -128,7 +144,7 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   if (!transport) {
     transport = std::make_unique<vsocket::TcpTransport>(tcp_fd, reason);
   } else if (!(flags & SOCK_CLOEXEC)) {
-    ::fcntl(transport->user_fd(), F_SETFD, 0);
+    sys::fcntl(transport->user_fd(), F_SETFD, 0);
   }
   int user_fd = transport->user_fd();
   conn->SetTransport(std::move(transport));
@@ -142,7 +158,7 @@ int vsocket_accept(int fd, struct sockaddr* addr, socklen_t* len) {
 
 int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::connect(fd, addr, len);
+  if (!vs) return sys::connect(fd, addr, len);
   switch (vs->state()) {
     case VirtualSocket::State::kConnected:
       errno = EISCONN;
@@ -152,9 +168,9 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
         errno = EISCONN;
         return -1;
       }
-      return ::connect(fd, addr, len);  // EALREADY, or the failure
+      return sys::connect(fd, addr, len);  // EALREADY, or the failure
     case VirtualSocket::State::kListening:
-      return ::connect(fd, addr, len);  // the kernel's error
+      return sys::connect(fd, addr, len);  // the kernel's error
     case VirtualSocket::State::kFresh:
       break;
   }
@@ -164,7 +180,23 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
       (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
     reason = vsocket::PrepareOffer(fd, addr, len, &offer);
   }
-  if (::connect(fd, addr, len) != 0) {
+  int rc = sys::connect(fd, addr, len);
+  if (rc != 0 && errno == EINPROGRESS && offer.valid()) {
+    int outcome = WaitLocalHandshake(fd);
+    if (outcome == 0) {
+      rc = 0;  // the local handshake finished: report immediate success
+    } else if (outcome > 0) {
+      errno = outcome;  // refused etc.: report it now (SO_ERROR was read)
+      return -1;
+    } else {
+      // Finishing later would change the object behind `fd` after the
+      // application may have put it in an epoll set: stay on TCP instead.
+      offer = vsocket::PendingOffer();
+      reason = FallbackReason::kConnectInProgress;
+      errno = EINPROGRESS;
+    }
+  }
+  if (rc != 0) {
     if (errno == EINPROGRESS || errno == EINTR) {
       int saved = errno;
       vs->SetConnecting(std::move(offer), reason);
@@ -194,7 +226,7 @@ ssize_t vsocket_sendto(int fd, const void* buf, size_t len, int flags,
                        const struct sockaddr* addr, socklen_t addrlen) {
   auto vs = LookupSocket(fd);
   if (!vs || !vs->ConnectedTransport(fd))
-    return ::sendto(fd, buf, len, flags, addr, addrlen);
+    return sys::sendto(fd, buf, len, flags, addr, addrlen);
   // A connected stream socket ignores the address, as TCP does.
   return SendBuffer(fd, buf, len, flags);
 }
@@ -203,11 +235,11 @@ ssize_t vsocket_recvfrom(int fd, void* buf, size_t len, int flags,
                          struct sockaddr* addr, socklen_t* addrlen) {
   auto vs = LookupSocket(fd);
   if (!vs || !vs->ConnectedTransport(fd))
-    return ::recvfrom(fd, buf, len, flags, addr, addrlen);
+    return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
   ssize_t n = RecvBuffer(fd, buf, len, flags);
   if (n >= 0 && addr && addrlen) {
     // TCP reports the peer's address here.
-    ::getpeername(KernelFdOf(vs.get(), fd), addr, addrlen);
+    sys::getpeername(KernelFdOf(vs.get(), fd), addr, addrlen);
   }
   return n;
 }
@@ -221,17 +253,17 @@ ssize_t vsocket_recvmsg(int fd, struct msghdr* msg, int flags) {
 }
 
 ssize_t vsocket_read(int fd, void* buf, size_t len) {
-  if (!LookupSocket(fd)) return ::read(fd, buf, len);
+  if (!LookupSocket(fd)) return sys::read(fd, buf, len);
   return RecvBuffer(fd, buf, len, 0);
 }
 
 ssize_t vsocket_write(int fd, const void* buf, size_t len) {
-  if (!LookupSocket(fd)) return ::write(fd, buf, len);
+  if (!LookupSocket(fd)) return sys::write(fd, buf, len);
   return SendBuffer(fd, buf, len, 0);
 }
 
 ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {
-  if (!LookupSocket(fd)) return ::readv(fd, iov, iovcnt);
+  if (!LookupSocket(fd)) return sys::readv(fd, iov, iovcnt);
   struct msghdr msg = {};
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
@@ -239,7 +271,7 @@ ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {
 }
 
 ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
-  if (!LookupSocket(fd)) return ::writev(fd, iov, iovcnt);
+  if (!LookupSocket(fd)) return sys::writev(fd, iov, iovcnt);
   struct msghdr msg = {};
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
@@ -248,9 +280,9 @@ ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
 
 int vsocket_shutdown(int fd, int how) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::shutdown(fd, how);
+  if (!vs) return sys::shutdown(fd, how);
   Transport* t = vs->ConnectedTransport(fd);
-  if (!t) return ::shutdown(fd, how);
+  if (!t) return sys::shutdown(fd, how);
   return t->Shutdown(how);
 }
 
@@ -259,14 +291,14 @@ int vsocket_close(int fd) {
   // descriptor or in-flight call refers to it.
   std::shared_ptr<VirtualSocket> vs = vsocket::UnregisterSocket(fd);
   vs.reset();
-  return ::close(fd);
+  return sys::close(fd);
 }
 
 int vsocket_setsockopt(int fd, int level, int name, const void* val,
                        socklen_t len) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::setsockopt(fd, level, name, val, len);
-  int rc = ::setsockopt(KernelFdOf(vs.get(), fd), level, name, val, len);
+  if (!vs) return sys::setsockopt(fd, level, name, val, len);
+  int rc = sys::setsockopt(KernelFdOf(vs.get(), fd), level, name, val, len);
   if (rc == 0 && level == SOL_SOCKET) {
     if (name == SO_RCVTIMEO) vs->set_recv_timeout_ns(TimevalToNs(val, len));
     if (name == SO_SNDTIMEO) vs->set_send_timeout_ns(TimevalToNs(val, len));
@@ -276,7 +308,7 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
 
 int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::getsockopt(fd, level, name, val, len);
+  if (!vs) return sys::getsockopt(fd, level, name, val, len);
   Transport* t = vs->ConnectedTransport(fd);
   if (t && level == SOL_SOCKET && name == SO_ERROR &&
       t->kind() != vsocket::TransportKind::kTcp) {
@@ -289,19 +321,19 @@ int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
     *len = sizeof(int);
     return 0;
   }
-  return ::getsockopt(t ? t->tcp_fd() : fd, level, name, val, len);
+  return sys::getsockopt(t ? t->tcp_fd() : fd, level, name, val, len);
 }
 
 int vsocket_getsockname(int fd, struct sockaddr* addr, socklen_t* len) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::getsockname(fd, addr, len);
-  return ::getsockname(KernelFdOf(vs.get(), fd), addr, len);
+  if (!vs) return sys::getsockname(fd, addr, len);
+  return sys::getsockname(KernelFdOf(vs.get(), fd), addr, len);
 }
 
 int vsocket_getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::getpeername(fd, addr, len);
-  return ::getpeername(KernelFdOf(vs.get(), fd), addr, len);
+  if (!vs) return sys::getpeername(fd, addr, len);
+  return sys::getpeername(KernelFdOf(vs.get(), fd), addr, len);
 }
 
 int vsocket_fcntl(int fd, int cmd, ...) {
@@ -310,30 +342,30 @@ int vsocket_fcntl(int fd, int cmd, ...) {
   long arg = va_arg(ap, long);
   va_end(ap);
   auto vs = LookupSocket(fd);
-  if (!vs) return ::fcntl(fd, cmd, arg);
+  if (!vs) return sys::fcntl(fd, cmd, arg);
   switch (cmd) {
     case F_GETFL: {
-      int fl = ::fcntl(fd, F_GETFL);
+      int fl = sys::fcntl(fd, F_GETFL);
       if (fl < 0) return fl;
       return (fl & ~O_NONBLOCK) | (vs->nonblocking() ? O_NONBLOCK : 0);
     }
     case F_SETFL:
       SetNonblocking(vs.get(), fd, (arg & O_NONBLOCK) != 0);
-      return ::fcntl(fd, F_SETFL, arg);
+      return sys::fcntl(fd, F_SETFL, arg);
     case F_DUPFD:
     case F_DUPFD_CLOEXEC: {
-      int copy = ::fcntl(fd, cmd, arg);
+      int copy = sys::fcntl(fd, cmd, arg);
       if (copy >= 0) RegisterSocket(copy, vs);
       return copy;
     }
     default:
-      return ::fcntl(fd, cmd, arg);
+      return sys::fcntl(fd, cmd, arg);
   }
 }
 
 int vsocket_ioctl(int fd, unsigned long request, void* arg) {
   auto vs = LookupSocket(fd);
-  if (!vs) return ::ioctl(fd, request, arg);
+  if (!vs) return sys::ioctl(fd, request, arg);
   if (request == FIONBIO && arg) {
     SetNonblocking(vs.get(), fd, *static_cast<int*>(arg) != 0);
     return 0;
@@ -345,7 +377,7 @@ int vsocket_ioctl(int fd, unsigned long request, void* arg) {
     *static_cast<int*>(arg) = n;
     return 0;
   }
-  return ::ioctl(t ? t->tcp_fd() : fd, request, arg);
+  return sys::ioctl(t ? t->tcp_fd() : fd, request, arg);
 }
 
 int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
@@ -355,7 +387,7 @@ int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   for (nfds_t i = 0; i < nfds; ++i) {
     if (auto vs = LookupSocket(fds[i].fd)) vs->ConnectedTransport(fds[i].fd);
   }
-  return ::poll(fds, nfds, timeout_ms);
+  return sys::poll(fds, nfds, timeout_ms);
 }
 
 const char* vsocket_transport_name(int fd) {

@@ -19,6 +19,7 @@ enum class FallbackReason {
   kPeerSpokeTcp,          // bytes arrived on TCP before a claim: plain peer
   kInvalidOffer,          // the client's segment failed validation
   kOfferRevoked,          // the client gave up on the offer before accept
+  kConnectInProgress,     // non-blocking connect did not finish at once
   kCount,
 };
 

@@ -5,6 +5,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include "vsocket/real_libc.h"
 
 namespace vsocket {
 
@@ -28,7 +29,7 @@ void Log(LogLevel level, const char* format, ...) {
   if (n > 0) {
     line[n++] = '\n';
     // One write per line so lines from several threads do not interleave.
-    ssize_t ignored = ::write(STDERR_FILENO, line, n);
+    ssize_t ignored = sys::write(STDERR_FILENO, line, n);
     (void)ignored;
   }
   errno = saved_errno;

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "vsocket/real_libc.h"
 #include "fifo_bridge/doorbell.h"
 #include "fifo_bridge/rendezvous.h"
 #include "fifo_bridge/shm_segment.h"
@@ -41,7 +42,7 @@ FallbackReason ReasonForSetupError(int err) {
 uint16_t EnsureLocalPort(int fd, int family) {
   struct sockaddr_storage ss;
   socklen_t len = sizeof(ss);
-  if (::getsockname(fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0)
+  if (sys::getsockname(fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0)
     return 0;
   Endpoint local;
   if (!fifo::EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&ss), len,
@@ -62,10 +63,10 @@ uint16_t EnsureLocalPort(int fd, int family) {
     in->sin_addr.s_addr = htonl(INADDR_ANY);
     any_len = sizeof(*in);
   }
-  if (::bind(fd, reinterpret_cast<struct sockaddr*>(&any), any_len) != 0)
+  if (sys::bind(fd, reinterpret_cast<struct sockaddr*>(&any), any_len) != 0)
     return 0;
   len = sizeof(ss);
-  if (::getsockname(fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0 ||
+  if (sys::getsockname(fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0 ||
       !fifo::EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&ss), len,
                                   &local)) {
     return 0;
@@ -111,8 +112,8 @@ FallbackReason PrepareOffer(int fd, const struct sockaddr* addr,
 }
 
 std::unique_ptr<Transport> CompleteOffer(int fd, PendingOffer offer) {
-  int fd_flags = ::fcntl(fd, F_GETFD);
-  int liveness_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  int fd_flags = sys::fcntl(fd, F_GETFD);
+  int liveness_fd = sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (liveness_fd < 0) return nullptr;
   int64_t deadline =
       MonotonicNs() + int64_t{GetConfig().claim_timeout_ms} * 1000000;
@@ -121,16 +122,16 @@ std::unique_ptr<Transport> CompleteOffer(int fd, PendingOffer offer) {
       ShmTransport::Role::kClient, std::move(offer.segment),
       std::move(offer.doorbell), liveness_fd, deadline);
   if (!transport) {
-    ::close(liveness_fd);
+    sys::close(liveness_fd);
     return nullptr;
   }
   // The application keeps its descriptor number; it now names the wait
   // socket, whose readiness follows the rings.
-  if (::dup3(wait_fd, fd, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+  if (sys::dup3(wait_fd, fd, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
     VSOCKET_LOG(kWarn, "dup3 failed: %s", strerror(errno));
     return nullptr;  // the transport's destructor closes what it owns
   }
-  ::close(wait_fd);
+  sys::close(wait_fd);
   transport->set_user_fd(fd);
   return transport;
 }
@@ -139,9 +140,9 @@ std::unique_ptr<Transport> ClaimOffer(int accepted_fd, FallbackReason* reason) {
   struct sockaddr_storage local_ss, peer_ss;
   socklen_t local_len = sizeof(local_ss), peer_len = sizeof(peer_ss);
   Endpoint local, peer;
-  if (::getsockname(accepted_fd, reinterpret_cast<struct sockaddr*>(&local_ss),
+  if (sys::getsockname(accepted_fd, reinterpret_cast<struct sockaddr*>(&local_ss),
                     &local_len) != 0 ||
-      ::getpeername(accepted_fd, reinterpret_cast<struct sockaddr*>(&peer_ss),
+      sys::getpeername(accepted_fd, reinterpret_cast<struct sockaddr*>(&peer_ss),
                     &peer_len) != 0 ||
       !fifo::EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&local_ss),
                                   local_len, &local) ||
@@ -199,7 +200,7 @@ int OpenMarkerFor(int listen_fd) {
   struct sockaddr_storage ss;
   socklen_t len = sizeof(ss);
   Endpoint bound;
-  if (::getsockname(listen_fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0 ||
+  if (sys::getsockname(listen_fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0 ||
       !fifo::EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&ss), len,
                                   &bound)) {
     return -1;

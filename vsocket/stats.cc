@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "vsocket/real_libc.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
 
@@ -30,7 +31,7 @@ Counters& Of(TransportKind kind) { return g_transport[static_cast<int>(kind)]; }
 
 void PrintAtExit() {
   std::string line = StatsJson() + "\n";
-  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  ssize_t ignored = sys::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
 }
 
@@ -49,6 +50,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kPeerSpokeTcp: return "peer_spoke_tcp";
     case FallbackReason::kInvalidOffer: return "invalid_offer";
     case FallbackReason::kOfferRevoked: return "offer_revoked";
+    case FallbackReason::kConnectInProgress: return "connect_in_progress";
     case FallbackReason::kCount: break;
   }
   return "unknown";

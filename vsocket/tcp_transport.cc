@@ -2,35 +2,36 @@
 
 #include <errno.h>
 #include <sys/ioctl.h>
+#include "vsocket/real_libc.h"
 
 namespace vsocket {
 
 ssize_t TcpTransport::SendMsg(const struct msghdr* msg, int flags,
                               const IoOptions&) {
-  ssize_t n = ::sendmsg(fd_, msg, flags);
+  ssize_t n = sys::sendmsg(fd_, msg, flags);
   if (n > 0) StatsBytesSent(TransportKind::kTcp, static_cast<uint64_t>(n));
   return n;
 }
 
 ssize_t TcpTransport::RecvMsg(struct msghdr* msg, int flags, const IoOptions&) {
-  ssize_t n = ::recvmsg(fd_, msg, flags);
+  ssize_t n = sys::recvmsg(fd_, msg, flags);
   if (n > 0 && !(flags & MSG_PEEK))
     StatsBytesReceived(TransportKind::kTcp, static_cast<uint64_t>(n));
   return n;
 }
 
-int TcpTransport::Shutdown(int how) { return ::shutdown(fd_, how); }
+int TcpTransport::Shutdown(int how) { return sys::shutdown(fd_, how); }
 
 int TcpTransport::ReadableBytes() {
   int n = 0;
-  if (::ioctl(fd_, FIONREAD, &n) != 0) return -1;
+  if (sys::ioctl(fd_, FIONREAD, &n) != 0) return -1;
   return n;
 }
 
 int TcpTransport::TakeError() {
   int err = 0;
   socklen_t len = sizeof(err);
-  if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+  if (sys::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
   return err;
 }
 

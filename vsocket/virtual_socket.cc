@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "vsocket/real_libc.h"
 #include "vsocket/config.h"
 #include "vsocket/stats.h"
 #include "vsocket/tcp_transport.h"
@@ -12,7 +13,7 @@ namespace vsocket {
 
 VirtualSocket::~VirtualSocket() {
   if (transport_owner_) transport_owner_->Release();
-  if (marker_fd_ >= 0) ::close(marker_fd_);
+  if (marker_fd_ >= 0) sys::close(marker_fd_);
 }
 
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
@@ -38,7 +39,7 @@ void VirtualSocket::SetListening(int marker_fd) {
   if (marker_fd_ < 0) {
     marker_fd_ = marker_fd;
   } else if (marker_fd >= 0) {
-    ::close(marker_fd);
+    sys::close(marker_fd);
   }
   state_.store(State::kListening, std::memory_order_release);
 }
@@ -48,12 +49,12 @@ Transport* VirtualSocket::ConnectedTransport(int fd) {
   if (transport || state() != State::kConnecting) return transport;
   // A non-blocking connect was in flight: has the kernel finished it?
   struct pollfd pfd = {fd, POLLOUT, 0};
-  if (::poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLOUT | POLLERR | POLLHUP)))
+  if (sys::poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLOUT | POLLERR | POLLHUP)))
     return nullptr;
   struct sockaddr_storage peer;
   socklen_t peer_len = sizeof(peer);
   bool connected =
-      ::getpeername(fd, reinterpret_cast<struct sockaddr*>(&peer), &peer_len) == 0;
+      sys::getpeername(fd, reinterpret_cast<struct sockaddr*>(&peer), &peer_len) == 0;
   std::unique_ptr<Transport> made;
   {
     std::lock_guard<std::mutex> lock(mutex_);

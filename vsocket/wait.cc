@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <time.h>
+#include "vsocket/real_libc.h"
 
 namespace vsocket {
 
@@ -18,10 +19,10 @@ int PollUntil(struct pollfd* fds, int nfds, int64_t deadline_ns) {
   int timeout_ms = -1;
   if (deadline_ns >= 0) {
     int64_t left = deadline_ns - MonotonicNs();
-    if (left <= 0) return ::poll(fds, nfds, 0);
+    if (left <= 0) return sys::poll(fds, nfds, 0);
     timeout_ms = static_cast<int>((left + 999999) / 1000000);
   }
-  return ::poll(fds, nfds, timeout_ms);
+  return sys::poll(fds, nfds, timeout_ms);
 }
 
 }  // namespace vsocket
