@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <sys/resource.h>
 
+#include <atomic>
+#include <cstdint>
 #include <new>
 #include <shared_mutex>
 #include <unordered_set>
@@ -21,6 +23,13 @@ class SocketTable {
     StatsInstallExitHook();
   }
 
+  bool MaybeVirtual(int fd) const {
+    if (fd < 0) return false;
+    if (fd >= kBitmapFds) return true;  // rare: let Lookup decide
+    return bitmap_[fd / 64].load(std::memory_order_acquire) &
+           (uint64_t{1} << (fd % 64));
+  }
+
   std::shared_ptr<VirtualSocket> Lookup(int fd) {
     std::shared_lock<std::shared_mutex> lock(mutex_);
     if (fd < 0 || static_cast<size_t>(fd) >= slots_.size()) return nullptr;
@@ -31,11 +40,15 @@ class SocketTable {
     std::unique_lock<std::shared_mutex> lock(mutex_);
     if (static_cast<size_t>(fd) >= slots_.size()) slots_.resize(fd + 64);
     slots_[fd] = std::move(socket);
+    if (fd < kBitmapFds)
+      bitmap_[fd / 64].fetch_or(uint64_t{1} << (fd % 64), std::memory_order_release);
   }
 
   std::shared_ptr<VirtualSocket> Unregister(int fd) {
     std::unique_lock<std::shared_mutex> lock(mutex_);
     if (fd < 0 || static_cast<size_t>(fd) >= slots_.size()) return nullptr;
+    if (fd < kBitmapFds)
+      bitmap_[fd / 64].fetch_and(~(uint64_t{1} << (fd % 64)), std::memory_order_release);
     return std::move(slots_[fd]);
   }
 
@@ -59,8 +72,11 @@ class SocketTable {
     new (&table.mutex_) std::shared_mutex();
   }
 
+  static constexpr int kBitmapFds = 1 << 20;
   std::shared_mutex mutex_;
   std::vector<std::shared_ptr<VirtualSocket>> slots_;
+  // One bit per descriptor below kBitmapFds: set while registered.
+  std::atomic<uint64_t> bitmap_[kBitmapFds / 64] = {};
 };
 
 }  // namespace
@@ -72,6 +88,8 @@ std::shared_ptr<VirtualSocket> LookupSocket(int fd) {
 void RegisterSocket(int fd, std::shared_ptr<VirtualSocket> socket) {
   SocketTable::Get().Register(fd, std::move(socket));
 }
+
+bool MaybeVirtualFd(int fd) { return SocketTable::Get().MaybeVirtual(fd); }
 
 std::shared_ptr<VirtualSocket> UnregisterSocket(int fd) {
   return SocketTable::Get().Unregister(fd);

@@ -22,6 +22,10 @@ void RegisterSocket(int fd, std::shared_ptr<VirtualSocket> socket);
 // Removes and returns the entry for `fd` (nullptr if none).
 std::shared_ptr<VirtualSocket> UnregisterSocket(int fd);
 
+// Lock-free pre-check for hot paths (read/write/close of every descriptor
+// under LD_PRELOAD): false means `fd` is certainly not a virtual socket.
+bool MaybeVirtualFd(int fd);
+
 }  // namespace vsocket
 
 #endif  // VSOCKET_VSOCKET_SOCKET_TABLE_H_
