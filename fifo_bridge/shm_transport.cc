@@ -97,6 +97,12 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
   t->tcp_fd_ = tcp_fd;
   t->claim_deadline_ns_ = claim_deadline_ns;
   t->claimed_.store(!client, std::memory_order_relaxed);
+  if (client) {
+    // Watch from the start: before the claim, bytes or EOF on TCP mean the
+    // listener was a plain program (CheckLiveness revokes the offer).
+    WatchLiveness(tcp_fd, t.get());
+    t->watched_ = true;
+  }
   return t;
 }
 
@@ -122,6 +128,8 @@ bool ShmTransport::IsClaimed() {
 }
 
 void ShmTransport::AfterClaim() {
+  WatchLiveness(tcp_fd_, this);
+  watched_ = true;
   rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
   if (consumer_->Available() != 0 ||
       (rx_->flags.load(std::memory_order_acquire) &
@@ -255,6 +263,12 @@ void ShmTransport::CheckLiveness() {
   }
   side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
   doorbell_->RingSelf();
+}
+
+bool ShmTransport::OnLivenessEvent() {
+  CheckLiveness();
+  return !revoked() && !(side_->local_flags.load(std::memory_order_acquire) &
+                         (kLocalPeerGone | kLocalReset));
 }
 
 bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
@@ -675,6 +689,8 @@ void ShmTransport::Release() {
     }
   }
   if (last) segment_->Unlink();
+  if (watched_) UnwatchLiveness(tcp_fd_);
+  watched_ = false;
   // The user's descriptor is closed by the socket layer, not here.
   if (!revoked()) doorbell_->set_wait_fd(-1);
   doorbell_->Close();

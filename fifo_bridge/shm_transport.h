@@ -24,6 +24,7 @@
 #include <mutex>
 
 #include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/liveness_watcher.h"
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/side_state.h"
 #include "fifo_bridge/spsc_ring.h"
@@ -31,7 +32,7 @@
 
 namespace vsocket::fifo {
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, public LivenessTarget {
  public:
   enum class Role { kClient, kServer };
 
@@ -66,6 +67,9 @@ class ShmTransport final : public Transport {
   // Server side, right after a successful claim: wakes ourselves if the
   // client already wrote data.
   void AfterClaim();
+
+  // Liveness watcher thread: the TCP connection reported EOF or an error.
+  bool OnLivenessEvent() override;
 
  private:
   ShmTransport() = default;
@@ -111,6 +115,7 @@ class ShmTransport final : public Transport {
   int tcp_fd_ = -1;
   int64_t claim_deadline_ns_ = 0;
   std::atomic<bool> claimed_{false};
+  bool watched_ = false;  // registered with the liveness watcher
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};
 };
 

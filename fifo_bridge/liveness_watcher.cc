@@ -1,0 +1,106 @@
+#include "fifo_bridge/liveness_watcher.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "vsocket/log.h"
+#include "vsocket/real_libc.h"
+
+namespace vsocket::fifo {
+namespace {
+
+class Watcher {
+ public:
+  static Watcher& Get() {
+    static Watcher* watcher = new Watcher();  // never destroyed
+    return *watcher;
+  }
+
+  void Watch(int fd, LivenessTarget* target) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!EnsureStarted()) return;
+    targets_[fd] = target;
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      VSOCKET_LOG(kWarn, "liveness watch failed: errno %d", errno);
+  }
+
+  void Unwatch(int fd) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (targets_.erase(fd) && epoll_fd_ >= 0)
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  }
+
+ private:
+  Watcher() {
+    pthread_atfork(nullptr, nullptr, [] {
+      // The child shares the parent's epoll instance but not its thread:
+      // forget both and re-watch what the child still holds.
+      Watcher& w = Get();
+      new (&w.mutex_) std::mutex();
+      auto inherited = std::move(w.targets_);
+      w.targets_.clear();
+      w.epoll_fd_ = -1;
+      for (auto& [fd, target] : inherited) w.Watch(fd, target);
+    });
+  }
+
+  // REQUIRES: mutex_ held.
+  bool EnsureStarted() {
+    if (epoll_fd_ >= 0) return true;
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) return false;
+    int epoll_fd = epoll_fd_;
+    // Block every signal in the thread so the application's handlers keep
+    // running on its own threads.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    std::thread([this, epoll_fd] { Run(epoll_fd); }).detach();
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return true;
+  }
+
+  void Run(int epoll_fd) {
+    struct epoll_event events[16];
+    for (;;) {
+      int n = ::epoll_wait(epoll_fd, events, 16, -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (epoll_fd != epoll_fd_) return;  // we are a stale copy after fork
+      for (int i = 0; i < n; ++i) {
+        auto it = targets_.find(events[i].data.fd);
+        if (it == targets_.end()) continue;
+        if (it->second->OnLivenessEvent()) {
+          struct epoll_event ev = {};
+          ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+          ev.data.fd = it->first;
+          ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, it->first, &ev);
+        }
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  int epoll_fd_ = -1;
+  std::unordered_map<int, LivenessTarget*> targets_;
+};
+
+}  // namespace
+
+void WatchLiveness(int fd, LivenessTarget* target) { Watcher::Get().Watch(fd, target); }
+void UnwatchLiveness(int fd) { Watcher::Get().Unwatch(fd); }
+
+}  // namespace vsocket::fifo

@@ -1,0 +1,30 @@
+// One background thread per process that notices a shared-memory peer's death
+// while nobody is inside a vsocket call: it watches the kernel TCP liveness
+// connection of every claimed connection and, on EOF or error, lets the
+// transport mark the peer gone and wake its descriptor, so a plain
+// poll()/epoll_wait() on it returns.  The thread sleeps in epoll_wait and
+// costs nothing while connections are healthy; it starts with the first
+// watched connection.  After fork() the child starts its own.
+//
+// Thread safety: Watch/Unwatch may be called from any thread.  Unwatch
+// returns only when the watcher no longer uses the target.
+#ifndef VSOCKET_FIFO_BRIDGE_LIVENESS_WATCHER_H_
+#define VSOCKET_FIFO_BRIDGE_LIVENESS_WATCHER_H_
+
+namespace vsocket::fifo {
+
+class LivenessTarget {
+ public:
+  virtual ~LivenessTarget() = default;
+  // Called on the watcher thread when `fd` reported readable/hang-up.
+  // Returns true to keep watching (the event was spurious).
+  virtual bool OnLivenessEvent() = 0;
+};
+
+// REQUIRES: fd stays open until Unwatch(fd) returns.
+void WatchLiveness(int fd, LivenessTarget* target);
+void UnwatchLiveness(int fd);
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_LIVENESS_WATCHER_H_
