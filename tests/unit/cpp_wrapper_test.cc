@@ -1,0 +1,60 @@
+// The C++ wrapper: RAII ownership and a loopback connection inside one
+// process, which both ends being vsocket puts on shared memory.
+#include "vsocket/vsocket.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+namespace {
+
+TEST(CppWrapperTest, LoopbackConnectionUsesSharedMemory) {
+  vsocket::Socket listener = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
+  ASSERT_TRUE(listener);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(listener.Bind(addr), 0);
+  ASSERT_EQ(listener.Listen(), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(vsocket_getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+
+  vsocket::Socket client = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
+  ASSERT_EQ(client.Connect(addr), 0);
+  vsocket::Socket server = listener.Accept();
+  ASSERT_TRUE(server);
+  EXPECT_STREQ(client.TransportName(), "shm");
+  EXPECT_STREQ(server.TransportName(), "shm");
+  EXPECT_STREQ(client.FallbackReason(), "");
+
+  const std::string message = "hello over shared memory";
+  ASSERT_EQ(client.SendAll(message.data(), message.size()),
+            static_cast<ssize_t>(message.size()));
+  char buf[64] = {};
+  ASSERT_EQ(server.Recv(buf, sizeof(buf), MSG_WAITALL == 0 ? 0 : 0),
+            static_cast<ssize_t>(message.size()));
+  EXPECT_EQ(std::string(buf, message.size()), message);
+
+  ASSERT_EQ(client.Shutdown(SHUT_WR), 0);
+  EXPECT_EQ(server.Recv(buf, sizeof(buf)), 0);  // EOF after half-close
+  ASSERT_EQ(server.SendAll("ok", 2), 2);
+  EXPECT_EQ(client.Recv(buf, sizeof(buf)), 2);
+}
+
+TEST(CppWrapperTest, MoveTransfersOwnership) {
+  vsocket::Socket a = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
+  int fd = a.fd();
+  ASSERT_GE(fd, 0);
+  vsocket::Socket b = std::move(a);
+  EXPECT_FALSE(a);
+  EXPECT_EQ(b.fd(), fd);
+  EXPECT_EQ(b.Close(), 0);
+  EXPECT_FALSE(b);
+  EXPECT_EQ(vsocket_transport_name(fd), nullptr);
+}
+
+}  // namespace
