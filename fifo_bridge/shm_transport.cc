@@ -325,6 +325,18 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
 
 // ---- Data path --------------------------------------------------------------
 
+ssize_t ShmTransport::ResetOutcome(bool sending) {
+  // Kernel TCP reports a reset once; afterwards sends fail with EPIPE and
+  // receives see end-of-file.
+  uint32_t before = side_->local_flags.fetch_or(kLocalResetReported,
+                                                std::memory_order_acq_rel);
+  if (!(before & kLocalResetReported)) {
+    side_->pending_error.store(0, std::memory_order_relaxed);
+    return -ECONNRESET;
+  }
+  return sending ? -EPIPE : 0;
+}
+
 ssize_t ShmTransport::TrySend(const struct iovec* iov, int iovcnt,
                               size_t skip) {
   if (!claimed_.load(std::memory_order_relaxed) &&
@@ -334,18 +346,18 @@ ssize_t ShmTransport::TrySend(const struct iovec* iov, int iovcnt,
   SideLock lock(&side_->send_lock);
   if (revoked()) return kMovedToTcp;
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
-  if (local & kLocalReset) return -ECONNRESET;
+  if (local & kLocalReset) return ResetOutcome(/*sending=*/true);
   if (local & (kLocalShutWrite | kLocalPeerGone)) return -EPIPE;
   if ((tx_->flags.load(std::memory_order_acquire) |
        rx_->flags.load(std::memory_order_acquire)) & kReset) {
-    return -ECONNRESET;
+    return ResetOutcome(/*sending=*/true);
   }
   if (tx_->flags.load(std::memory_order_acquire) & kConsumerClosed)
     return -EPIPE;
   int64_t n = producer_->Write(iov, iovcnt, skip);
   if (n == kCorrupt) {
     ResetConnection("peer published an impossible consumer index");
-    return -ECONNRESET;
+    return ResetOutcome(/*sending=*/true);
   }
   if (n > 0) {
     NotifyReader();
@@ -368,12 +380,12 @@ ssize_t ShmTransport::TryRecv(const struct iovec* iov, int iovcnt, size_t skip,
   if (revoked()) return kMovedToTcp;
   for (int attempt = 0; attempt < 2; ++attempt) {
     uint32_t local = side_->local_flags.load(std::memory_order_acquire);
-    if (local & kLocalReset) return -ECONNRESET;
+    if (local & kLocalReset) return ResetOutcome(/*sending=*/false);
     if (local & kLocalShutRead) return 0;
     int64_t n = consumer_->Read(iov, iovcnt, skip, peek);
     if (n == kCorrupt) {
       ResetConnection("peer published an impossible producer index");
-      return -ECONNRESET;
+      return ResetOutcome(/*sending=*/false);
     }
     if (n > 0) {
       if (!peek) {
@@ -387,13 +399,13 @@ ssize_t ShmTransport::TryRecv(const struct iovec* iov, int iovcnt, size_t skip,
     // seen here means any data before it is visible on the second pass.
     uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
     uint32_t our_flags = tx_->flags.load(std::memory_order_acquire);
-    if ((peer_flags | our_flags) & kReset) return -ECONNRESET;
+    if ((peer_flags | our_flags) & kReset) return ResetOutcome(/*sending=*/false);
     bool finished = (peer_flags & kProducerClosed) || (local & kLocalPeerGone);
     if (!finished) break;
     if (consumer_->Available() != 0) continue;
     if (peer_flags & kProducerClosed) return 0;
     int err = side_->pending_error.load(std::memory_order_relaxed);
-    return err ? -ECONNRESET : 0;
+    return err ? ResetOutcome(/*sending=*/false) : 0;
   }
   LiftPeerWriterBlock();
   if (returning_to_user) AfterConsume(true);

@@ -49,6 +49,11 @@ class ShmTransport final : public Transport, public LivenessTarget {
   // may move it to another number with dup2 and then call set_user_fd.
   int user_fd() const override { return doorbell_->wait_fd(); }
   void set_user_fd(int fd) { doorbell_->set_wait_fd(fd); }
+  // After a revoke the user's number names the TCP socket and the doorbell
+  // has none (wait_fd() == -1): nothing to move then.
+  void MoveUserFd(int fd) override {
+    if (!revoked()) set_user_fd(fd);
+  }
 
   TransportKind kind() const override;
   FallbackReason fallback_reason() const override {
@@ -99,6 +104,9 @@ class ShmTransport final : public Transport, public LivenessTarget {
   void BeginSpin();
   void EndSpin();
   void ResetConnection(const char* why);
+  // -ECONNRESET the first time a reset is reported, then -EPIPE for sends
+  // and 0 (EOF) for receives.
+  ssize_t ResetOutcome(bool sending);
 
   ssize_t TcpSend(const struct msghdr* msg, int flags);
   ssize_t TcpRecv(struct msghdr* msg, int flags);

@@ -1,0 +1,155 @@
+// peer_killed: one end is SIGKILLed in the middle of a transfer. The
+// survivor's recv returns 0 or -1/ECONNRESET within 1 s of the kill; its
+// later sends fail with EPIPE (MSG_NOSIGNAL: no signal; without it: SIGPIPE
+// is raised, seen by a handler); once it has closed, no ring file of that
+// connection is left in /dev/shm/vsocket-<uid>/ and its /proc/self/maps has
+// no /dev/shm/vsocket- mapping. Both directions (kill the client, kill the
+// server); the victim either streams (killed while data is in flight) or has
+// stalled (survivor blocked in recv). Kernel TCP runs the same script as a
+// reference for the harness.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "peer_harness.h"
+
+namespace vsocket_test {
+namespace {
+
+constexpr uint64_t kReadyBytes = 4 << 20;   // survivor says "ready" after this
+constexpr uint64_t kStallBytes = 8 << 20;   // stalled victim stops writing here
+constexpr uint64_t kEndless = uint64_t{1} << 40;
+constexpr int64_t kMaxDetectNs = 1'000'000'000;
+
+enum class Victim { kClient, kServer };
+enum class Flow { kStreaming, kStalled };
+
+struct KillCase {
+  Victim victim;
+  Flow flow;
+  bool shm;  // false: VSOCKET_TRANSPORT=tcp on both ends (reference)
+};
+
+std::string CaseName(const testing::TestParamInfo<KillCase>& info) {
+  const KillCase& c = info.param;
+  return std::string(c.victim == Victim::kClient ? "KillClient" : "KillServer") +
+         (c.flow == Flow::kStreaming ? "Streaming" : "Stalled") + (c.shm ? "Shm" : "Tcp");
+}
+
+std::vector<std::string> Split(const std::string& csv) {
+  std::vector<std::string> out;
+  std::stringstream ss(csv);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+class PeerKilledTest : public testing::TestWithParam<KillCase> {};
+
+TEST_P(PeerKilledTest, SurvivorSeesEofOrResetPromptlyThenEpipeAndCleansUp) {
+  const KillCase& c = GetParam();
+  const Env env = c.shm ? Auto() : ForceTcp();
+  PeerSpec victim{.args = {"source", std::to_string(kEndless), "99"}, .env = env};
+  if (c.flow == Flow::kStalled) {
+    victim.args.insert(victim.args.end(), {"--stall-after", std::to_string(kStallBytes)});
+  }
+  const PeerSpec survivor{.args = {"survivor", std::to_string(kReadyBytes)}, .env = env};
+
+  const bool kill_client = c.victim == Victim::kClient;
+  Started server = StartServer(kill_client ? survivor : victim);
+  ASSERT_TRUE(server.child) << server.error;
+  Started client = StartClient(kill_client ? victim : survivor, server.port);
+  ASSERT_TRUE(client.child) << client.error;
+  Child& victim_proc = kill_client ? *client.child : *server.child;
+  Child& survivor_proc = kill_client ? *server.child : *client.child;
+
+  ASSERT_TRUE(survivor_proc.WaitForLine("ready", 20s))
+      << Finish(survivor_proc, 0ms).Describe();
+  if (c.flow == Flow::kStalled) {
+    ASSERT_TRUE(victim_proc.WaitForLine("stalled", 20s)) << Finish(victim_proc, 0ms).Describe();
+    std::this_thread::sleep_for(200ms);  // survivor drains and blocks in recv
+  }
+  const int64_t t_kill = MonotonicNs();
+  victim_proc.Signal(SIGKILL);
+
+  PeerResult v = Finish(victim_proc, 5s);
+  PeerResult s = Finish(survivor_proc, 15s);
+  EXPECT_EQ(v.status.signal, SIGKILL) << v.Describe();
+  ASSERT_TRUE(s.ok()) << s.Describe();
+  SCOPED_TRACE("survivor:\n" + s.Describe());
+
+  // recv returns 0 or -1/ECONNRESET, within 1 s of the kill.
+  const Record eof = s.One("eof");
+  const bool eof_or_reset = eof.Get("ret") == "0" ||
+                            (eof.Get("ret") == "-1" && eof.Get("errno") == "ECONNRESET");
+  EXPECT_TRUE(eof_or_reset) << "recv returned " << eof.Get("ret") << " errno "
+                            << eof.Get("errno");
+  const int64_t detect_ns = eof.Int("t_ns") - t_kill;
+  EXPECT_GE(detect_ns, 0);
+  EXPECT_LT(detect_ns, kMaxDetectNs) << "peer death noticed after " << detect_ns / 1'000'000
+                                     << " ms";
+  RecordProperty("detect_ms", std::to_string(detect_ns / 1'000'000));
+  if (c.flow == Flow::kStalled) {
+    EXPECT_EQ(eof.Int("received"), static_cast<int64_t>(kStallBytes));
+  } else {
+    EXPECT_GE(eof.Int("received"), static_cast<int64_t>(kReadyBytes));
+  }
+
+  // Sends after the death, with MSG_NOSIGNAL.
+  const std::vector<std::string> sends = Split(s.One("nosignal_sends").Get("results"));
+  ASSERT_FALSE(sends.empty());
+  if (c.shm) {
+    // Every send fails, with EPIPE.
+    for (const std::string& res : sends) EXPECT_EQ(res, "EPIPE");
+  } else {
+    // Kernel TCP reference: after a FIN, sends may succeed until the dead
+    // end's RST comes back; one ECONNRESET may precede EPIPE.
+    size_t first_fail = 0;
+    while (first_fail < sends.size() && sends[first_fail] == "ok") ++first_fail;
+    ASSERT_LT(first_fail, sends.size());
+    for (size_t i = first_fail; i < sends.size(); ++i) {
+      EXPECT_TRUE(sends[i] == "EPIPE" || (i == first_fail && sends[i] == "ECONNRESET"))
+          << "send #" << i << ": " << sends[i];
+    }
+    EXPECT_EQ(sends.back(), "EPIPE");
+  }
+  // Without MSG_NOSIGNAL: EPIPE plus SIGPIPE, for send() and write().
+  EXPECT_EQ(s.One("signal_send").Get("ret"), "-1");
+  EXPECT_EQ(s.One("signal_send").Get("errno"), "EPIPE");
+  EXPECT_EQ(s.One("signal_send").Int("sigpipe"), 1);
+  EXPECT_EQ(s.One("signal_write").Get("ret"), "-1");
+  EXPECT_EQ(s.One("signal_write").Get("errno"), "EPIPE");
+  EXPECT_EQ(s.One("signal_write").Int("sigpipe"), 2);
+
+  // Cleanup: close succeeded, nothing mapped, ring files gone.
+  EXPECT_EQ(s.One("closed").Get("ret"), "0");
+  EXPECT_EQ(s.One("closed").Int("maps"), 0);
+  const std::vector<Record> mapped = s.All("mapped");
+  if (c.shm) {
+    EXPECT_GE(s.One("ready").Int("mappings"), 1) << "shm connection with no ring mapping?";
+  } else {
+    EXPECT_EQ(s.One("ready").Int("mappings"), 0);
+  }
+  for (const Record& m : mapped) {
+    const std::string path = m.Get("path");
+    EXPECT_TRUE(path.starts_with(ShmDir(getuid()) + "/")) << path;
+    EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " still exists after close";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PeerKilledTest,
+    testing::Values(KillCase{Victim::kClient, Flow::kStreaming, true},
+                    KillCase{Victim::kServer, Flow::kStreaming, true},
+                    KillCase{Victim::kClient, Flow::kStalled, true},
+                    KillCase{Victim::kServer, Flow::kStalled, true},
+                    KillCase{Victim::kClient, Flow::kStreaming, false},
+                    KillCase{Victim::kServer, Flow::kStalled, false}),
+    CaseName);
+
+}  // namespace
+}  // namespace vsocket_test
