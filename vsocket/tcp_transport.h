@@ -24,6 +24,7 @@ class TcpTransport final : public Transport {
   int TakeError() override;
   int user_fd() const override { return fd_; }
   int tcp_fd() const override { return fd_; }
+  void MoveUserFd(int fd) override { fd_ = fd; }
   void Release() override {}
 
  private:

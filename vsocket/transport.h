@@ -55,6 +55,11 @@ class Transport {
   // The descriptor the application holds (see the contract above).
   virtual int user_fd() const = 0;
 
+  // The socket layer is closing the descriptor number user_fd() while `fd`,
+  // a duplicate of it (dup/dup2/F_DUPFD: the same open file), stays open:
+  // from now on the transport uses `fd` wherever it used user_fd().
+  virtual void MoveUserFd(int fd) = 0;
+
   // The kernel TCP socket that names this connection (getsockname,
   // getpeername, options).  Owned by the transport.
   virtual int tcp_fd() const = 0;
