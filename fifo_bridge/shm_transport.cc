@@ -256,10 +256,19 @@ void ShmTransport::CheckLiveness() {
     MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
     return;
   }
+  // The peer's process closed its last descriptor without a vsocket close
+  // (exit, _exit, a signal).  The kernel would have sent FIN, or RST when
+  // the dying side left unread data: do the same.
+  bool tcp_error = n < 0;
   uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
   if (!(peer_flags & (kProducerClosed | kReset))) {
-    VSOCKET_LOG(kInfo, "peer of a shared-memory connection died");
-    side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+    int64_t free_bytes = producer_->FreeSpace();
+    bool unread = free_bytes < 0 ||
+                  static_cast<uint64_t>(free_bytes) < producer_->capacity();
+    VSOCKET_LOG(kInfo, "peer of a shared-memory connection exited%s",
+                unread || tcp_error ? " with unread data: reset" : "");
+    if (unread || tcp_error)
+      side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
   }
   side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
   doorbell_->RingSelf();
