@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages vsocket needs to build, test and benchmark.
 # Idempotent: does nothing when everything is present.  Needs root.
+#   --apps  also the real programs used by tests and benchmarks/apps
 set -euo pipefail
 packages=(
   g++ cmake make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 iperf3 socat netcat-openbsd
 )
+if [[ "${1:-}" == "--apps" ]]; then
+  packages+=(sockperf redis-server redis-tools nginx-light wrk memcached
+             libmemcached-tools python3-torch)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -15,6 +20,14 @@ done
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # Servers in these packages must not start as system services here.
+  added_policy=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    added_policy=1
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if [[ -n "$added_policy" ]]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
