@@ -79,7 +79,7 @@ int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
   int one = 1;
   sys::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
   wait_fd_ = wait_fd;
-  sink_fd_ = sink_fd;
+  sink_fd_ = sys::MovePrivate(sink_fd);
   return 0;
 }
 

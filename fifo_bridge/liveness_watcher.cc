@@ -57,7 +57,7 @@ class Watcher {
   // REQUIRES: mutex_ held.
   bool EnsureStarted() {
     if (epoll_fd_ >= 0) return true;
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_fd_ = sys::MovePrivate(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_fd_ < 0) return false;
     int epoll_fd = epoll_fd_;
     // Block every signal in the thread so the application's handlers keep

@@ -99,7 +99,7 @@ int OpenListenerMarker(const Endpoint& bound) {
     sys::close(fd);
     return -err;
   }
-  return fd;
+  return sys::MovePrivate(fd);
 }
 
 void DrainListenerMarker(int marker_fd) {

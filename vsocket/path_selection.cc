@@ -113,7 +113,8 @@ FallbackReason PrepareOffer(int fd, const struct sockaddr* addr,
 
 std::unique_ptr<Transport> CompleteOffer(int fd, PendingOffer offer) {
   int fd_flags = sys::fcntl(fd, F_GETFD);
-  int liveness_fd = sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  int liveness_fd = sys::DupPrivate(fd);
+  if (liveness_fd < 0) liveness_fd = sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (liveness_fd < 0) return nullptr;
   int64_t deadline =
       MonotonicNs() + int64_t{GetConfig().claim_timeout_ms} * 1000000;
@@ -182,14 +183,19 @@ std::unique_ptr<Transport> ClaimOffer(int accepted_fd, FallbackReason* reason) {
     return nullptr;
   }
   segment->Unlink();
-  int tcp_fd = accepted_fd;
+  // The liveness socket becomes private: move it out of the program's range.
+  int tcp_fd = sys::DupPrivate(accepted_fd);
+  bool moved = tcp_fd >= 0;
+  if (!moved) tcp_fd = accepted_fd;
   auto transport = ShmTransport::Create(ShmTransport::Role::kServer,
                                         std::move(segment), std::move(doorbell),
                                         tcp_fd, 0);
   if (!transport) {
+    if (moved) sys::close(tcp_fd);
     *reason = FallbackReason::kShmSetupFailed;
     return nullptr;
   }
+  if (moved) sys::close(accepted_fd);
   transport->AfterClaim();
   *reason = FallbackReason::kNone;
   return transport;

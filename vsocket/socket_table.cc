@@ -59,14 +59,23 @@ class SocketTable {
   }
 
  private:
-  static void Prepare() { Get().mutex_.lock(); }
-  static void Parent() { Get().mutex_.unlock(); }
-  static void Child() {
+  // Counting the child as a holder must happen before fork() returns in the
+  // parent: a parent that closes its copy right away (fork-per-connection
+  // servers) would otherwise release the last holder before the child's
+  // handler runs, and the peer would see end of stream.  (If fork() fails,
+  // the count stays one too high and the connection ends only with the
+  // process.)
+  static void Prepare() {
     SocketTable& table = Get();
+    table.mutex_.lock();
     std::unordered_set<VirtualSocket*> seen;
     for (auto& slot : table.slots_) {
       if (slot && seen.insert(slot.get()).second) slot->OnForkChild();
     }
+  }
+  static void Parent() { Get().mutex_.unlock(); }
+  static void Child() {
+    SocketTable& table = Get();
     // glibc's rwlock remembers the writer's thread id, which differs in the
     // child: start from a fresh, unlocked mutex instead of unlocking.
     new (&table.mutex_) std::shared_mutex();

@@ -1,0 +1,98 @@
+#include "preload/epoll_tracking.h"
+
+#include <errno.h>
+
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+
+#include <pthread.h>
+
+#include "preload/real_calls.h"
+
+namespace vsocket::preload {
+namespace {
+
+struct Tracked {
+  std::mutex mutex;
+  std::unordered_map<int, std::vector<EpollRegistration>> by_fd;
+};
+
+Tracked& T() {
+  static Tracked* tracked = new Tracked();  // never destroyed
+  return *tracked;
+}
+
+// Lets close() skip the mutex in the common case of nothing tracked.
+std::atomic<int> g_count{0};
+
+}  // namespace
+
+void InitEpollTracking() {
+  T();
+  pthread_atfork([] { T().mutex.lock(); }, [] { T().mutex.unlock(); },
+                 [] { new (&T().mutex) std::mutex(); });
+}
+
+void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
+  std::lock_guard<std::mutex> lock(T().mutex);
+  auto& regs = T().by_fd[fd];
+  auto it = regs.begin();
+  while (it != regs.end() && it->epfd != epfd) ++it;
+  if (op == EPOLL_CTL_DEL) {
+    if (it != regs.end()) regs.erase(it);
+  } else if (event) {
+    if (it != regs.end()) {
+      it->event = *event;
+    } else if (op == EPOLL_CTL_ADD) {
+      regs.push_back({epfd, *event});
+    }
+  }
+  if (regs.empty()) T().by_fd.erase(fd);
+  g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+}
+
+std::vector<EpollRegistration> DetachEpollRegistrations(int fd) {
+  if (g_count.load(std::memory_order_relaxed) == 0) return {};
+  std::vector<EpollRegistration> regs;
+  {
+    std::lock_guard<std::mutex> lock(T().mutex);
+    auto it = T().by_fd.find(fd);
+    if (it == T().by_fd.end()) return {};
+    regs = std::move(it->second);
+    T().by_fd.erase(it);
+    g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+  }
+  std::vector<EpollRegistration> detached;
+  int saved = errno;
+  for (const auto& r : regs) {
+    // A registration that is no longer there (the set was closed, or the
+    // application removed it behind our back) is not restored.
+    if (real::epoll_ctl(r.epfd, EPOLL_CTL_DEL, fd, nullptr) == 0)
+      detached.push_back(r);
+  }
+  errno = saved;
+  return detached;
+}
+
+void RestoreEpollRegistrations(int fd,
+                               const std::vector<EpollRegistration>& regs,
+                               bool keep) {
+  int saved = errno;
+  for (const auto& r : regs) {
+    struct epoll_event ev = r.event;
+    real::epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &ev);
+    if (keep) NoteEpollCtl(r.epfd, EPOLL_CTL_ADD, fd, &r.event);
+  }
+  errno = saved;
+}
+
+void ForgetEpollRegistrations(int fd) {
+  if (g_count.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(T().mutex);
+  T().by_fd.erase(fd);
+  g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+}
+
+}  // namespace vsocket::preload

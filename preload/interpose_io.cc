@@ -1,0 +1,165 @@
+// read, readv, write, writev, recv, recvfrom, recvmsg, recvmmsg, send,
+// sendto, sendmsg, sendmmsg.
+#include <errno.h>
+#include <limits.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "preload/preload_internal.h"
+#include "preload/real_calls.h"
+#include "vsocket/real_libc.h"
+#include "vsocket/vsocket.h"
+
+namespace sys = vsocket::sys;
+namespace real = vsocket::preload::real;
+using vsocket::preload::Ours;
+
+namespace {
+
+constexpr unsigned int kMaxMmsg = UIO_MAXIOV;  // the kernel's cap on vlen
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// recvmmsg() on a stream socket, as the kernel runs it: one recvmsg() per
+// entry, each blocking unless MSG_DONTWAIT (or MSG_WAITFORONE after the
+// first); the timeout is looked at after each entry.
+int EmulatedRecvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen,
+                     int flags, struct timespec* timeout) {
+  int64_t deadline = -1;
+  if (timeout) {
+    if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+        timeout->tv_nsec >= 1000000000) {
+      errno = EINVAL;
+      return -1;
+    }
+    deadline = NowNs() + int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec;
+  }
+  if (vlen > kMaxMmsg) vlen = kMaxMmsg;
+  bool wait_for_one = flags & MSG_WAITFORONE;
+  flags &= ~MSG_WAITFORONE;
+  unsigned int done = 0;
+  int err = 0;
+  while (done < vlen) {
+    ssize_t n = vsocket_recvmsg(fd, &msgs[done].msg_hdr, flags);
+    if (n < 0) {
+      err = errno;
+      break;
+    }
+    msgs[done].msg_len = static_cast<unsigned int>(n);
+    ++done;
+    if (wait_for_one) flags |= MSG_DONTWAIT;
+    if (deadline >= 0 && NowNs() >= deadline) break;
+  }
+  if (timeout) {
+    int64_t left = deadline - NowNs();
+    if (left < 0) left = 0;
+    timeout->tv_sec = left / 1000000000;
+    timeout->tv_nsec = left % 1000000000;
+  }
+  if (done == 0) {
+    errno = err;
+    return -1;
+  }
+  return static_cast<int>(done);
+}
+
+int EmulatedSendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen,
+                     int flags) {
+  if (vlen > kMaxMmsg) vlen = kMaxMmsg;
+  unsigned int done = 0;
+  while (done < vlen) {
+    ssize_t n = vsocket_sendmsg(fd, &msgs[done].msg_hdr, flags);
+    if (n < 0) {
+      if (done == 0) return -1;
+      break;
+    }
+    msgs[done].msg_len = static_cast<unsigned int>(n);
+    ++done;
+  }
+  return static_cast<int>(done);
+}
+
+}  // namespace
+
+namespace vsocket::preload {
+
+ssize_t VirtualRecvfrom(int fd, void* buf, size_t len, int flags,
+                        struct sockaddr* addr, socklen_t* addrlen) {
+  ssize_t n = vsocket_recvfrom(fd, buf, len, flags, nullptr, nullptr);
+  if (n >= 0 && addr && addrlen) *addrlen = 0;
+  return n;
+}
+
+}  // namespace vsocket::preload
+
+VSP_EXPORT ssize_t read(int fd, void* buf, size_t len) {
+  if (!Ours(fd)) return sys::read(fd, buf, len);
+  return vsocket_read(fd, buf, len);
+}
+
+VSP_EXPORT ssize_t write(int fd, const void* buf, size_t len) {
+  if (!Ours(fd)) return sys::write(fd, buf, len);
+  return vsocket_write(fd, buf, len);
+}
+
+VSP_EXPORT ssize_t readv(int fd, const struct iovec* iov, int iovcnt) {
+  if (!Ours(fd)) return sys::readv(fd, iov, iovcnt);
+  return vsocket_readv(fd, iov, iovcnt);
+}
+
+VSP_EXPORT ssize_t writev(int fd, const struct iovec* iov, int iovcnt) {
+  if (!Ours(fd)) return sys::writev(fd, iov, iovcnt);
+  return vsocket_writev(fd, iov, iovcnt);
+}
+
+VSP_EXPORT ssize_t recv(int fd, void* buf, size_t len, int flags) {
+  if (!Ours(fd)) return sys::recv(fd, buf, len, flags);
+  return vsocket_recv(fd, buf, len, flags);
+}
+
+VSP_EXPORT ssize_t recvfrom(int fd, void* buf, size_t len, int flags,
+                            struct sockaddr* addr, socklen_t* addrlen) {
+  if (!Ours(fd)) return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
+  return vsocket::preload::VirtualRecvfrom(fd, buf, len, flags, addr, addrlen);
+}
+
+VSP_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
+  if (!Ours(fd)) return sys::recvmsg(fd, msg, flags);
+  return vsocket_recvmsg(fd, msg, flags);
+}
+
+VSP_EXPORT int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen,
+                        int flags, struct timespec* timeout) {
+  if (!Ours(fd)) return real::recvmmsg(fd, msgs, vlen, flags, timeout);
+  return EmulatedRecvmmsg(fd, msgs, vlen, flags, timeout);
+}
+
+VSP_EXPORT ssize_t send(int fd, const void* buf, size_t len, int flags) {
+  if (!Ours(fd)) return sys::send(fd, buf, len, flags);
+  return vsocket_send(fd, buf, len, flags);
+}
+
+VSP_EXPORT ssize_t sendto(int fd, const void* buf, size_t len, int flags,
+                          const struct sockaddr* addr, socklen_t addrlen) {
+  if (!Ours(fd)) return sys::sendto(fd, buf, len, flags, addr, addrlen);
+  return vsocket_sendto(fd, buf, len, flags, addr, addrlen);
+}
+
+VSP_EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+  if (!Ours(fd)) return sys::sendmsg(fd, msg, flags);
+  return vsocket_sendmsg(fd, msg, flags);
+}
+
+VSP_EXPORT int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen,
+                        int flags) {
+  if (!Ours(fd)) return real::sendmmsg(fd, msgs, vlen, flags);
+  return EmulatedSendmmsg(fd, msgs, vlen, flags);
+}

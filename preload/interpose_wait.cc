@@ -1,0 +1,235 @@
+// Readiness calls.
+//
+// A virtual socket's descriptor is a real kernel object whose readiness the
+// kernel reports itself, so every readiness call goes to the kernel.  Two
+// wrappers add something:
+//  - poll, ppoll, select, pselect (and the fortified __poll_chk,
+//    __ppoll_chk) re-check a POLLIN that the kernel reports for a
+//    shared-memory connection.  The doorbell protocol can leave a stale
+//    wake-up behind (the reader consumed the data before the writer's wake-up
+//    datagram landed), which makes the descriptor readable with nothing to
+//    read; a program that reads a *blocking* socket after select() (iperf3,
+//    socat) would then block, possibly forever.  A stale POLLIN is drained and
+//    removed from the result, and the wait resumes if nothing else was ready.
+//    Sets without virtual sockets only pay a scan of the returned entries up
+//    to the highest descriptor that ever was a virtual socket, and nothing at
+//    all while the process has never had one.
+//  - epoll_ctl remembers the registrations of sockets that are not connected
+//    yet (epoll_tracking.h).
+// epoll_wait, epoll_pwait and epoll_pwait2 are not interposed: their events
+// carry the program's data, not descriptors, so a stale wake-up can show
+// there; an epoll program reading a non-blocking socket just gets EAGAIN.
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+
+#include <cstdint>
+
+#include "preload/descriptors.h"
+#include "preload/epoll_tracking.h"
+#include "preload/preload_internal.h"
+#include "preload/real_calls.h"
+#include "vsocket/real_libc.h"
+#include "vsocket/virtual_socket.h"
+#include "vsocket/vsocket.h"
+
+namespace sys = vsocket::sys;
+namespace real = vsocket::preload::real;
+using vsocket::preload::Ours;
+
+extern "C" [[noreturn]] void __chk_fail(void);
+
+namespace {
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// True when `fd` is a shared-memory connection reported readable with
+// nothing to read, no end of stream and no error.  The non-blocking peek
+// also drains the stale wake-up, so the descriptor stops being readable.
+bool StaleReadable(int fd) {
+  auto vs = vsocket::LookupSocket(fd);
+  if (!vs || vs->state() != vsocket::VirtualSocket::State::kConnected) return false;
+  vsocket::Transport* t = vs->ConnectedTransport(fd);
+  if (!t || t->kind() != vsocket::TransportKind::kShm) return false;
+  int saved = errno;
+  char byte;
+  ssize_t n = vsocket_recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  bool stale = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  errno = saved;
+  return stale;
+}
+
+// Removes stale POLLINs from a poll result; returns the corrected count.
+int DropStale(struct pollfd* fds, nfds_t nfds, int ready, int highest) {
+  for (nfds_t i = 0; i < nfds; ++i) {
+    int fd = fds[i].fd;
+    if (!(fds[i].revents & (POLLIN | POLLRDNORM)) || fd > highest || !Ours(fd))
+      continue;
+    if (!StaleReadable(fd)) continue;
+    fds[i].revents &= ~(POLLIN | POLLRDNORM);
+    if (fds[i].revents == 0) --ready;
+  }
+  return ready;
+}
+
+// ms left until `deadline_ns` (-1: forever), rounded up.
+int MsLeft(int64_t deadline_ns) {
+  if (deadline_ns < 0) return -1;
+  int64_t left = deadline_ns - NowNs();
+  return left <= 0 ? 0 : static_cast<int>((left + 999999) / 1000000);
+}
+
+int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+  int ready = sys::poll(fds, nfds, timeout_ms);
+  int highest = vsocket::preload::HighestVirtualFd();
+  if (ready <= 0 || highest < 0) return ready;
+  int64_t deadline = timeout_ms < 0 ? -1 : NowNs() + int64_t{timeout_ms} * 1000000;
+  for (;;) {
+    int left = DropStale(fds, nfds, ready, highest);
+    if (left > 0 || left == ready) return left;
+    int wait_ms = MsLeft(deadline);
+    if (wait_ms == 0) return 0;
+    ready = sys::poll(fds, nfds, wait_ms);
+    if (ready <= 0) return ready;
+  }
+}
+
+int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
+          const sigset_t* sigmask) {
+  int ready = real::ppoll(fds, nfds, timeout, sigmask);
+  int highest = vsocket::preload::HighestVirtualFd();
+  if (ready <= 0 || highest < 0) return ready;
+  int64_t deadline =
+      timeout ? NowNs() + int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
+  for (;;) {
+    int left = DropStale(fds, nfds, ready, highest);
+    if (left > 0 || left == ready) return left;
+    struct timespec rest, *restp = nullptr;
+    if (deadline >= 0) {
+      int64_t ns = deadline - NowNs();
+      if (ns <= 0) return 0;
+      rest = {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+      restp = &rest;
+    }
+    ready = real::ppoll(fds, nfds, restp, sigmask);
+    if (ready <= 0) return ready;
+  }
+}
+
+// select()/pselect(): clears stale bits of `readfds`; returns the count.
+int DropStaleBits(int nfds, fd_set* readfds, int ready, int highest) {
+  int last = nfds - 1 < highest ? nfds - 1 : highest;
+  for (int fd = 0; fd <= last; ++fd) {
+    if (!FD_ISSET(fd, readfds) || !Ours(fd) || !StaleReadable(fd)) continue;
+    FD_CLR(fd, readfds);
+    --ready;
+  }
+  return ready;
+}
+
+// select() and pselect(): `wait(timeout)` runs the real call with the time
+// left (nullptr: forever) on the caller's sets, which are restored first.
+template <typename Wait>
+int SelectChecked(int nfds, fd_set* readfds, fd_set* writefds,
+                  fd_set* exceptfds, int64_t timeout_ns, Wait wait) {
+  int highest = vsocket::preload::HighestVirtualFd();
+  if (highest < 0 || !readfds || nfds <= 0 || nfds > FD_SETSIZE)
+    return wait(timeout_ns);
+  fd_set want_r = *readfds, want_w, want_e;
+  if (writefds) want_w = *writefds;
+  if (exceptfds) want_e = *exceptfds;
+  int64_t deadline = timeout_ns < 0 ? -1 : NowNs() + timeout_ns;
+  int64_t left_ns = timeout_ns;
+  for (;;) {
+    int ready = wait(left_ns);
+    if (ready <= 0) return ready;
+    int left = DropStaleBits(nfds, readfds, ready, highest);
+    if (left > 0 || left == ready) return left;
+    if (deadline >= 0) {
+      left_ns = deadline - NowNs();
+      if (left_ns <= 0) return 0;
+    }
+    *readfds = want_r;
+    if (writefds) *writefds = want_w;
+    if (exceptfds) *exceptfds = want_e;
+  }
+}
+
+}  // namespace
+
+VSP_EXPORT int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+  return Poll(fds, nfds, timeout_ms);
+}
+
+VSP_EXPORT int __poll_chk(struct pollfd* fds, nfds_t nfds, int timeout_ms,
+                          size_t fdslen) {
+  if (fdslen / sizeof(*fds) < nfds) __chk_fail();
+  return Poll(fds, nfds, timeout_ms);
+}
+
+VSP_EXPORT int ppoll(struct pollfd* fds, nfds_t nfds,
+                     const struct timespec* timeout, const sigset_t* sigmask) {
+  return Ppoll(fds, nfds, timeout, sigmask);
+}
+
+VSP_EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t nfds,
+                           const struct timespec* timeout,
+                           const sigset_t* sigmask, size_t fdslen) {
+  if (fdslen / sizeof(*fds) < nfds) __chk_fail();
+  return Ppoll(fds, nfds, timeout, sigmask);
+}
+
+VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
+                      fd_set* exceptfds, struct timeval* timeout) {
+  int64_t timeout_ns =
+      timeout ? int64_t{timeout->tv_sec} * 1000000000 + int64_t{timeout->tv_usec} * 1000
+              : -1;
+  return SelectChecked(nfds, readfds, writefds, exceptfds, timeout_ns,
+                       [&](int64_t left_ns) {
+                         if (timeout && left_ns != timeout_ns) {
+                           // Linux reports the time left in *timeout too.
+                           timeout->tv_sec = left_ns / 1000000000;
+                           timeout->tv_usec = (left_ns % 1000000000) / 1000;
+                         }
+                         return real::select(nfds, readfds, writefds, exceptfds,
+                                             timeout);
+                       });
+}
+
+VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
+                       fd_set* exceptfds, const struct timespec* timeout,
+                       const sigset_t* sigmask) {
+  int64_t timeout_ns =
+      timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
+  return SelectChecked(nfds, readfds, writefds, exceptfds, timeout_ns,
+                       [&](int64_t left_ns) {
+                         struct timespec rest;
+                         const struct timespec* restp = timeout;
+                         if (timeout && left_ns != timeout_ns) {
+                           rest = {static_cast<time_t>(left_ns / 1000000000),
+                                   static_cast<long>(left_ns % 1000000000)};
+                           restp = &rest;
+                         }
+                         return real::pselect(nfds, readfds, writefds, exceptfds,
+                                              restp, sigmask);
+                       });
+}
+
+VSP_EXPORT int epoll_ctl(int epfd, int op, int fd,
+                         struct epoll_event* event) __THROW {
+  if (!Ours(fd)) return real::epoll_ctl(epfd, op, fd, event);
+  int rc = real::epoll_ctl(epfd, op, fd, event);
+  if (rc == 0) {
+    auto vs = vsocket::LookupSocket(fd);
+    if (vs && vs->state() == vsocket::VirtualSocket::State::kFresh)
+      vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
+  }
+  return rc;
+}

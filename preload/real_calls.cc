@@ -1,0 +1,90 @@
+#include "preload/real_calls.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+
+#include <atomic>
+
+namespace vsocket::preload::real {
+namespace {
+
+// dlsym(RTLD_NEXT) may allocate (calloc for its error state) but never calls
+// a socket function, so resolving from inside an interposed call is safe.
+template <typename Fn>
+Fn Next(std::atomic<Fn>* cache, const char* name) {
+  Fn fn = cache->load(std::memory_order_acquire);
+  if (!fn) {
+    fn = reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
+    if (fn) cache->store(fn, std::memory_order_release);
+  }
+  return fn;
+}
+
+}  // namespace
+
+#define VSP_REAL(ret, name, params, args)       \
+  ret name params {                             \
+    using Fn = ret(*) params;                   \
+    static std::atomic<Fn> cache{nullptr};      \
+    Fn fn = Next(&cache, #name);                \
+    if (!fn) {                                  \
+      errno = ENOSYS;                           \
+      return static_cast<ret>(-1);              \
+    }                                           \
+    return fn args;                             \
+  }
+
+VSP_REAL(int, dup, (int fd), (fd))
+VSP_REAL(int, dup2, (int oldfd, int newfd), (oldfd, newfd))
+VSP_REAL(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event* event),
+         (epfd, op, fd, event))
+VSP_REAL(int, ppoll,
+         (struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
+          const sigset_t* sigmask),
+         (fds, nfds, timeout, sigmask))
+VSP_REAL(int, select,
+         (int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
+          struct timeval* timeout),
+         (nfds, readfds, writefds, exceptfds, timeout))
+VSP_REAL(int, pselect,
+         (int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
+          const struct timespec* timeout, const sigset_t* sigmask),
+         (nfds, readfds, writefds, exceptfds, timeout, sigmask))
+VSP_REAL(ssize_t, sendfile, (int out_fd, int in_fd, off_t* offset, size_t count),
+         (out_fd, in_fd, offset, count))
+VSP_REAL(ssize_t, splice,
+         (int fd_in, off_t* off_in, int fd_out, off_t* off_out, size_t len,
+          unsigned int flags),
+         (fd_in, off_in, fd_out, off_out, len, flags))
+VSP_REAL(int, recvmmsg,
+         (int fd, struct mmsghdr* msgs, unsigned int vlen, int flags,
+          struct timespec* timeout),
+         (fd, msgs, vlen, flags, timeout))
+VSP_REAL(int, sendmmsg,
+         (int fd, struct mmsghdr* msgs, unsigned int vlen, int flags),
+         (fd, msgs, vlen, flags))
+VSP_REAL(int, close_range, (unsigned int first, unsigned int last, int flags),
+         (first, last, flags))
+VSP_REAL(int, fclose, (FILE* stream), (stream))
+VSP_REAL(int, execve, (const char* path, char* const argv[], char* const envp[]),
+         (path, argv, envp))
+VSP_REAL(int, execvp, (const char* file, char* const argv[]), (file, argv))
+VSP_REAL(int, execvpe,
+         (const char* file, char* const argv[], char* const envp[]),
+         (file, argv, envp))
+VSP_REAL(int, fexecve, (int fd, char* const argv[], char* const envp[]),
+         (fd, argv, envp))
+VSP_REAL(int, execveat,
+         (int dirfd, const char* path, char* const argv[], char* const envp[],
+          int flags),
+         (dirfd, path, argv, envp, flags))
+
+#undef VSP_REAL
+
+void closefrom(int lowfd) {
+  using Fn = void (*)(int);
+  static std::atomic<Fn> cache{nullptr};
+  if (Fn fn = Next(&cache, "closefrom")) fn(lowfd);
+}
+
+}  // namespace vsocket::preload::real

@@ -1,0 +1,47 @@
+// The real libc functions behind the interposed names that vsocket::sys::
+// (vsocket/real_libc.h) does not cover.  Each resolves the next definition
+// after this library with dlsym(RTLD_NEXT) on first use and caches it.
+// Thread-safe; async-signal-safe once resolved.  A symbol libc does not have
+// (an older glibc) makes the call fail with ENOSYS.
+#ifndef VSOCKET_PRELOAD_REAL_CALLS_H_
+#define VSOCKET_PRELOAD_REAL_CALLS_H_
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/select.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+namespace vsocket::preload::real {
+
+int dup(int fd);
+int dup2(int oldfd, int newfd);
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event* event);
+int ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
+          const sigset_t* sigmask);
+int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
+           struct timeval* timeout);
+int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
+            const struct timespec* timeout, const sigset_t* sigmask);
+ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count);
+ssize_t splice(int fd_in, off_t* off_in, int fd_out, off_t* off_out,
+               size_t len, unsigned int flags);
+int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags,
+             struct timespec* timeout);
+int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags);
+int close_range(unsigned int first, unsigned int last, int flags);
+void closefrom(int lowfd);
+int fclose(FILE* stream);
+int execve(const char* path, char* const argv[], char* const envp[]);
+int execvp(const char* file, char* const argv[]);
+int execvpe(const char* file, char* const argv[], char* const envp[]);
+int fexecve(int fd, char* const argv[], char* const envp[]);
+int execveat(int dirfd, const char* path, char* const argv[],
+             char* const envp[], int flags);
+
+}  // namespace vsocket::preload::real
+
+#endif  // VSOCKET_PRELOAD_REAL_CALLS_H_

@@ -1,0 +1,27 @@
+// epoll LT, EPOLLET, EPOLLONESHOT and EPOLLEXCLUSIVE on sets mixing a
+// connection with a pipe, an eventfd and an AF_UNIX socketpair; and a
+// socket registered before connect() (progs/epoll_modes.c).
+#include "program_test.h"
+
+namespace vsocket_preload_test {
+namespace {
+
+class Epoll : public testing::TestWithParam<Mode> {
+ protected:
+  void RunMode(const std::string& mode) {
+    Result r = RunProgram(GetParam(), "epoll_modes", {mode});
+    EXPECT_PROGRAM_PASSED(r);
+    ExpectPath(GetParam(), r, 2);
+  }
+};
+
+TEST_P(Epoll, LevelTriggered) { RunMode("lt"); }
+TEST_P(Epoll, EdgeTriggered) { RunMode("et"); }
+TEST_P(Epoll, OneShot) { RunMode("oneshot"); }
+TEST_P(Epoll, Exclusive) { RunMode("exclusive"); }
+TEST_P(Epoll, RegisteredBeforeConnect) { RunMode("preconnect"); }
+
+VSP_ALL_MODES(Epoll);
+
+}  // namespace
+}  // namespace vsocket_preload_test

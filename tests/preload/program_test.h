@@ -1,0 +1,83 @@
+// Shared by the drivers of the C test programs (progs/): each program runs
+// in three modes, so every expectation is checked against the kernel too:
+//   shm    - preloaded, VSOCKET_TRANSPORT=auto: both ends share memory
+//   tcp    - preloaded, VSOCKET_TRANSPORT=tcp: every call through vsocket,
+//            data on kernel TCP
+//   kernel - not preloaded at all: the reference behaviour
+#ifndef VSOCKET_TESTS_PRELOAD_PROGRAM_TEST_H_
+#define VSOCKET_TESTS_PRELOAD_PROGRAM_TEST_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "preload_harness.h"
+
+namespace vsocket_preload_test {
+
+enum class Mode { kShm, kTcp, kKernel };
+
+inline std::string ModeName(const testing::TestParamInfo<Mode>& info) {
+  switch (info.param) {
+    case Mode::kShm: return "shm";
+    case Mode::kTcp: return "tcp";
+    case Mode::kKernel: return "kernel";
+  }
+  return "unknown";
+}
+
+inline Result RunProgram(Mode mode, const std::string& name,
+                         std::vector<std::string> args = {},
+                         Ms timeout = Ms(40000)) {
+  Options o;
+  o.preload = mode != Mode::kKernel;
+  if (mode == Mode::kTcp) o.run_options = {"--transport", "tcp"};
+  // For programs whose expectations differ by path (exec_inherit).
+  o.env["PTEST_MODE"] = mode == Mode::kShm ? "shm" : mode == Mode::kTcp ? "tcp" : "kernel";
+  args.insert(args.begin(), ProgramPath(name));
+  return Run(args, o, timeout);
+}
+
+// The program printed PASS and exited 0.
+#define EXPECT_PROGRAM_PASSED(r)                                           \
+  do {                                                                     \
+    EXPECT_TRUE((r).exit.Ok()) << (r).exit.ToString() << "\nstdout:\n"     \
+                               << (r).out << "\nstderr:\n" << (r).err;     \
+    EXPECT_NE((r).out.find("PASS"), std::string::npos) << (r).out;         \
+  } while (0)
+
+// `connections` connection ends were opened, all on the mode's path.
+inline void ExpectPath(Mode mode, const Result& r, int64_t connections) {
+  Stats s = ParseStats(r.err);
+  switch (mode) {
+    case Mode::kShm:
+      EXPECT_GE(s.lines, 1) << r.err;
+      EXPECT_EQ(s.shm_connections, connections) << r.err;
+      EXPECT_EQ(s.tcp_connections, 0) << r.err;
+      EXPECT_GT(s.shm_sent, 0) << r.err;
+      EXPECT_GT(s.shm_received, 0) << r.err;
+      break;
+    case Mode::kTcp:
+      EXPECT_GE(s.lines, 1) << r.err;
+      EXPECT_EQ(s.shm_connections, 0) << r.err;
+      EXPECT_EQ(s.tcp_connections, connections) << r.err;
+      EXPECT_EQ(s.Reason("disabled_by_config"), connections) << r.err;
+      break;
+    case Mode::kKernel:
+      EXPECT_EQ(s.lines, 0) << r.err;
+      break;
+  }
+}
+
+#define VSP_ALL_MODES(suite)                                                \
+  INSTANTIATE_TEST_SUITE_P(                                                 \
+      Modes, suite,                                                         \
+      testing::Values(vsocket_preload_test::Mode::kShm,                     \
+                      vsocket_preload_test::Mode::kTcp,                     \
+                      vsocket_preload_test::Mode::kKernel),                 \
+      vsocket_preload_test::ModeName)
+
+}  // namespace vsocket_preload_test
+
+#endif  // VSOCKET_TESTS_PRELOAD_PROGRAM_TEST_H_
