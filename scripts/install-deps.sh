@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
+  libibverbs-dev librdmacm-dev
   python3 iperf3 socat netcat-openbsd
 )
 if [[ "${1:-}" == "--apps" ]]; then

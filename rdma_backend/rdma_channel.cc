@@ -1,0 +1,651 @@
+#include "rdma_backend/rdma_channel.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace vsocket::rdma {
+namespace {
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t DeadlineFor(int64_t timeout_ns) {
+  return timeout_ns < 0 ? -1 : NowNs() + timeout_ns;
+}
+
+uint64_t IovTotal(const struct iovec* iov, int iovcnt) {
+  uint64_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+}  // namespace
+
+UserRegion::~UserRegion() {
+  if (mr_ != nullptr) ibv_dereg_mr(mr_);
+}
+
+RdmaChannel::~RdmaChannel() { Close(); }
+
+int RdmaChannel::completion_fd() const { return cc_ ? cc_->fd : -1; }
+int RdmaChannel::cm_fd() const { return ec_ ? ec_->fd : -1; }
+
+size_t RdmaChannel::registered_bytes() const {
+  return rx_block_.size + tx_block_.size + user_registered_;
+}
+
+void RdmaChannel::SetReset(int err) {
+  if (error_ == 0) error_ = err;
+  connected_ = false;
+}
+
+int RdmaChannel::FailCall() {
+  errno = closed_ ? ENOTCONN : (error_ ? error_ : ECONNRESET);
+  return -1;
+}
+
+int RdmaChannel::PostRecvs(uint32_t count) {
+  // Receives carry no scatter list: RDMA WRITE WITH IMM places the payload
+  // by remote address and only consumes the WR for its immediate.
+  struct ibv_recv_wr wrs[32];
+  while (count > 0) {
+    uint32_t n = std::min<uint32_t>(count, 32);
+    for (uint32_t i = 0; i < n; ++i) {
+      wrs[i] = {};
+      wrs[i].wr_id = 0;
+      wrs[i].sg_list = nullptr;
+      wrs[i].num_sge = 0;
+      wrs[i].next = (i + 1 < n) ? &wrs[i + 1] : nullptr;
+    }
+    struct ibv_recv_wr* bad = nullptr;
+    int rc = ibv_post_recv(qp_, wrs, &bad);
+    if (rc != 0) {
+      errno = rc;
+      return -1;
+    }
+    count -= n;
+  }
+  return 0;
+}
+
+void RdmaChannel::HandleCompletion(const ibv_wc& wc) {
+  if (wc.status != IBV_WC_SUCCESS) {
+    // Flush errors follow the first real error; all mean the QP is dead.
+    // After an orderly close (ours or the peer's) the flushes are expected.
+    if (!disconnecting_ && !peer_closed_) SetReset(ECONNRESET);
+    if (!(wc.opcode & IBV_WC_RECV)) {
+      sq_inflight_ -= std::min(static_cast<uint32_t>(wc.wr_id), sq_inflight_);
+      ++sig_done_;
+    }
+    return;
+  }
+  if (wc.opcode & IBV_WC_RECV) {
+    ++recvs_to_post_;
+    if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+        !(wc.wc_flags & IBV_WC_WITH_IMM)) {
+      SetReset(ECONNRESET);  // the peer sent something we never ask for
+      return;
+    }
+    uint32_t imm = ntohl(wc.imm_data);
+    uint32_t value = imm & kImmValueMask;
+    switch (imm & kImmTypeMask) {
+      case kImmData: {
+        // Valid only if it fits the free space the peer was allowed to use.
+        if (value == 0 || peer_fin_ ||
+            rx_head_ - rx_tail_ + value > rx_cap_) {
+          SetReset(ECONNRESET);
+          return;
+        }
+        rx_head_ += value;
+        rx_ctl_->head.store(rx_head_, std::memory_order_release);
+        break;
+      }
+      case kImmCredit: {
+        if (value == 0 || tx_tail_ + value > tx_head_) {
+          SetReset(ECONNRESET);
+          return;
+        }
+        tx_tail_ += value;
+        tx_ctl_.tail.store(tx_tail_, std::memory_order_release);
+        break;
+      }
+      case kImmControl:
+        if (value == kCtlFin) {
+          peer_fin_ = true;
+        } else if (value == kCtlClose) {
+          peer_fin_ = true;
+          peer_closed_ = true;
+        } else if (value != kCtlNop) {
+          SetReset(ECONNRESET);
+        }
+        break;
+      default:
+        SetReset(ECONNRESET);
+    }
+    return;
+  }
+  // A signalled send completion covers every earlier WR (RC completes the
+  // send queue in order); wr_id holds how many WRs that is.
+  uint32_t covered = static_cast<uint32_t>(wc.wr_id);
+  sq_inflight_ -= std::min(covered, sq_inflight_);
+  ++sig_done_;
+}
+
+void RdmaChannel::HandleCmEvents() {
+  struct rdma_cm_event* ev = nullptr;
+  while (rdma_get_cm_event(ec_, &ev) == 0) {
+    enum rdma_cm_event_type type = ev->event;
+    rdma_ack_cm_event(ev);
+    if (type == RDMA_CM_EVENT_DISCONNECTED ||
+        type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+      bool was_connected = connected_;
+      // The peer's CLOSE, if it sent one, completed before its disconnect
+      // request: drain the CQ so it is seen before deciding.
+      if (was_connected) Progress();
+      connected_ = false;
+      // An orderly close (the peer's CLOSE arrived first, or we started the
+      // disconnect) keeps buffered data readable; anything else is a reset.
+      if (was_connected && !peer_closed_ && !disconnecting_) {
+        SetReset(ECONNRESET);
+      }
+      // Answer the peer's disconnect request now (the DREP it waits for);
+      // this also moves our QP to the error state.
+      if (!disconnecting_) {
+        disconnecting_ = true;
+        rdma_disconnect(id_);
+      }
+    }
+  }
+}
+
+int RdmaChannel::Progress() {
+  if (closed_) return 0;
+  int handled = 0;
+  struct ibv_wc wcs[32];
+  for (;;) {
+    int n = ibv_poll_cq(cq_, 32, wcs);
+    if (n < 0) {
+      SetReset(ECONNRESET);
+      break;
+    }
+    for (int i = 0; i < n; ++i) HandleCompletion(wcs[i]);
+    handled += n;
+    if (n < 32) break;
+  }
+  if (recvs_to_post_ >= 16 || (handled > 0 && recvs_to_post_ > 0)) {
+    if (error_ == 0 && PostRecvs(recvs_to_post_) != 0) {
+      SetReset(ECONNRESET);
+    }
+    recvs_to_post_ = 0;
+  }
+  return handled;
+}
+
+bool RdmaChannel::PrepareToSleep() {
+  if (closed_ || error_ != 0) return false;
+  // Consume completion events that fired since the last arm (an external
+  // loop woke up on completion_fd() and does not read it itself); each one
+  // means the CQ must be armed again, and leaving it unread would keep the
+  // fd readable forever.  The fd is non-blocking.
+  struct ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  while (cq_armed_ && ibv_get_cq_event(cc_, &ev_cq, &ev_ctx) == 0) {
+    ibv_ack_cq_events(ev_cq, 1);
+    cq_armed_ = false;
+  }
+  if (!cq_armed_) {
+    if (ibv_req_notify_cq(cq_, 0) != 0) {
+      SetReset(ECONNRESET);
+      return false;
+    }
+    cq_armed_ = true;
+  }
+  // A completion that arrived before arming raises no event: poll once more.
+  return Progress() == 0;
+}
+
+int RdmaChannel::WaitForProgress(int64_t deadline_ns) {
+  if (error_ != 0 || closed_) return FailCall();
+  int64_t now = NowNs();
+  int64_t spin_end = now + call_spin_ns_;
+  for (;;) {
+    // A disconnect shows up on the CM fd, not the CQ: look at it at most
+    // once per millisecond of busy-polling (a system call each time).
+    if (now >= next_cm_check_ns_) {
+      HandleCmEvents();
+      next_cm_check_ns_ = now + 1'000'000;
+      if (error_ != 0 || closed_) return FailCall();
+    }
+    if (Progress() > 0) return 0;
+    if (error_ != 0) return FailCall();
+    now = NowNs();
+    if (now >= spin_end || (deadline_ns >= 0 && now >= deadline_ns)) break;
+  }
+  HandleCmEvents();
+  if (error_ != 0 || closed_) return FailCall();
+
+  for (;;) {
+    if (!PrepareToSleep()) return error_ != 0 ? FailCall() : 0;
+    int timeout_ms = -1;
+    if (deadline_ns >= 0) {
+      int64_t left = deadline_ns - NowNs();
+      if (left <= 0) {
+        errno = EAGAIN;
+        return -1;
+      }
+      timeout_ms = static_cast<int>(std::min<int64_t>(
+          (left + 999'999) / 1'000'000, 1'000'000));
+    }
+    struct pollfd fds[2] = {{cc_->fd, POLLIN, 0}, {ec_->fd, POLLIN, 0}};
+    int rc = poll(fds, 2, timeout_ms);
+    if (rc < 0 && errno != EINTR) return -1;
+    if (fds[0].revents & POLLIN) {
+      struct ibv_cq* ev_cq = nullptr;
+      void* ev_ctx = nullptr;
+      if (ibv_get_cq_event(cc_, &ev_cq, &ev_ctx) == 0) {
+        ibv_ack_cq_events(ev_cq, 1);
+        cq_armed_ = false;
+      }
+    }
+    if (fds[1].revents & POLLIN) HandleCmEvents();
+    if (error_ != 0) return FailCall();
+    if (Progress() > 0) return 0;
+    if (error_ != 0) return FailCall();
+    if (rc < 0) return 0;  // EINTR: let the caller re-check its condition
+  }
+}
+
+int RdmaChannel::ReserveSendSlots(uint32_t wrs, int64_t deadline_ns) {
+  while (sq_inflight_ + wrs > opt_.send_queue_depth) {
+    if (WaitForProgress(deadline_ns) != 0) return -1;
+  }
+  return 0;
+}
+
+int RdmaChannel::PostImmOnly(uint32_t imm, bool force_signal,
+                             int64_t deadline_ns) {
+  if (ReserveSendSlots(1, deadline_ns) != 0) return -1;
+  struct ibv_send_wr wr = {};
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.imm_data = htonl(imm);
+  wr.sg_list = nullptr;
+  wr.num_sge = 0;
+  wr.wr.rdma.remote_addr = peer_ring_addr_;
+  wr.wr.rdma.rkey = peer_rkey_;
+  ++unsignalled_;
+  if (force_signal || unsignalled_ >= opt_.signal_every) {
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr_id = unsignalled_;
+    unsignalled_ = 0;
+    ++sig_posted_;
+  }
+  struct ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(qp_, &wr, &bad);
+  if (rc != 0) {
+    SetReset(ECONNRESET);
+    errno = ECONNRESET;
+    return -1;
+  }
+  ++sq_inflight_;
+  return 0;
+}
+
+int RdmaChannel::PostStreamWrite(const uint8_t* src, uint32_t lkey,
+                                 bool src_is_mirror, uint64_t index,
+                                 uint64_t len, bool force_signal,
+                                 int64_t deadline_ns) {
+  uint64_t mask = tx_cap_ - 1;
+  uint64_t pos = index & mask;
+  uint64_t first = std::min(len, tx_cap_ - pos);
+  uint32_t nwr = first < len ? 2 : 1;
+  if (ReserveSendSlots(nwr, deadline_ns) != 0) return -1;
+
+  struct ibv_sge sge[2];
+  struct ibv_send_wr wr[2] = {};
+  const uint8_t* src2 = src_is_mirror ? src - pos : src + first;
+  uint64_t piece_len[2] = {first, len - first};
+  uint64_t piece_dst[2] = {pos, 0};
+  const uint8_t* piece_src[2] = {src, src2};
+  for (uint32_t i = 0; i < nwr; ++i) {
+    sge[i].addr = reinterpret_cast<uintptr_t>(piece_src[i]);
+    sge[i].length = static_cast<uint32_t>(piece_len[i]);
+    sge[i].lkey = lkey;
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].opcode = IBV_WR_RDMA_WRITE;
+    wr[i].wr.rdma.remote_addr = peer_ring_addr_ + piece_dst[i];
+    wr[i].wr.rdma.rkey = peer_rkey_;
+    if (piece_len[i] <= max_inline_) wr[i].send_flags |= IBV_SEND_INLINE;
+    wr[i].next = (i + 1 < nwr) ? &wr[i + 1] : nullptr;
+    ++unsignalled_;
+  }
+  struct ibv_send_wr& last = wr[nwr - 1];
+  last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  last.imm_data = htonl(kImmData | static_cast<uint32_t>(len));
+  if (force_signal || unsignalled_ >= opt_.signal_every) {
+    last.send_flags |= IBV_SEND_SIGNALED;
+    last.wr_id = unsignalled_;
+    unsignalled_ = 0;
+    ++sig_posted_;
+  }
+  struct ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(qp_, wr, &bad);
+  if (rc != 0) {
+    SetReset(ECONNRESET);
+    errno = ECONNRESET;
+    return -1;
+  }
+  sq_inflight_ += nwr;
+  return 0;
+}
+
+ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
+                          const WaitOptions& wait) {
+  if (closed_ || error_ != 0) return FailCall();
+  if (fin_sent_ || peer_closed_) {
+    errno = EPIPE;
+    return -1;
+  }
+  uint64_t want = IovTotal(iov, iovcnt);
+  if (want == 0) return 0;
+  BeginCall(wait);
+  int64_t deadline = DeadlineFor(wait.timeout_ns);
+  uint64_t done = 0;
+  Progress();
+  while (done < want) {
+    if (error_ != 0) break;
+    if (peer_closed_) {
+      if (done == 0) {
+        errno = EPIPE;
+        return -1;
+      }
+      break;
+    }
+    // Reserve first, so a full send queue is a timeout, not a broken stream
+    // (bytes copied into the mirror must be posted).
+    if (ReserveSendSlots(2, deadline) != 0) {
+      if (errno == EAGAIN && done > 0) return static_cast<ssize_t>(done);
+      if (errno == EAGAIN) return -1;
+      break;
+    }
+    uint64_t start = tx_head_;
+    int64_t n = producer_->Write(iov, iovcnt, done);
+    if (n == fifo::kCorrupt) {
+      SetReset(ECONNRESET);
+      break;
+    }
+    if (n > 0) {
+      if (PostStreamWrite(tx_block_.addr + (start & (tx_cap_ - 1)),
+                          tx_block_.lkey, /*src_is_mirror=*/true, start,
+                          static_cast<uint64_t>(n), false, deadline) != 0) {
+        // Bytes are in the mirror but were not posted: the stream is broken.
+        SetReset(ECONNRESET);
+        break;
+      }
+      done += static_cast<uint64_t>(n);
+      continue;
+    }
+    // Ring full: wait for a credit.
+    if (WaitForProgress(deadline) != 0) {
+      if (done > 0 && errno == EAGAIN) return static_cast<ssize_t>(done);
+      if (done > 0 && error_ == 0) return static_cast<ssize_t>(done);
+      return -1;
+    }
+  }
+  if (done == 0 && error_ != 0) return FailCall();
+  return static_cast<ssize_t>(done);
+}
+
+std::unique_ptr<UserRegion> RdmaChannel::RegisterUserBuffer(const void* data,
+                                                            size_t len) {
+  if (closed_ || pool_ == nullptr) {
+    errno = ENOTCONN;
+    return nullptr;
+  }
+  ibv_mr* mr = ibv_reg_mr(pool_->pd(), const_cast<void*>(data), len, 0);
+  if (mr == nullptr) {
+    if (errno == 0) errno = ENOMEM;
+    return nullptr;
+  }
+  user_registered_ += len;
+  return std::unique_ptr<UserRegion>(
+      new UserRegion(mr, static_cast<const uint8_t*>(data), len));
+}
+
+ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
+                                         size_t offset, size_t len,
+                                         const WaitOptions& wait,
+                                         uint64_t* ticket) {
+  *ticket = sig_done_;  // nothing to wait for unless bytes get posted
+  if (closed_ || error_ != 0) return FailCall();
+  if (fin_sent_ || peer_closed_) {
+    errno = EPIPE;
+    return -1;
+  }
+  if (offset > region.size() || len > region.size() - offset) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (len == 0) return 0;
+  BeginCall(wait);
+  int64_t deadline = DeadlineFor(wait.timeout_ns);
+  uint64_t done = 0;
+  bool timed_out = false;
+  Progress();
+  while (done < len && error_ == 0 && !peer_closed_) {
+    int64_t space = producer_->FreeSpace();
+    if (space == fifo::kCorrupt) {
+      SetReset(ECONNRESET);
+      break;
+    }
+    if (space == 0) {  // ring full: wait for a credit
+      if (WaitForProgress(deadline) != 0) {
+        timed_out = (errno == EAGAIN);
+        break;
+      }
+      continue;
+    }
+    // Reserve first, so a full send queue is a timeout, not a broken stream.
+    if (ReserveSendSlots(2, deadline) != 0) {
+      timed_out = (errno == EAGAIN);
+      break;
+    }
+    uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(space), len - done);
+    uint64_t start = tx_head_;
+    bool last = (done + n == len);
+    if (PostStreamWrite(region.data() + offset + done, region.mr_->lkey,
+                        /*src_is_mirror=*/false, start, n, last,
+                        deadline) != 0) {
+      SetReset(ECONNRESET);
+      break;
+    }
+    // Advance the producer's index without a copy (the bytes went straight
+    // from user memory).
+    tx_head_ += n;
+    tx_ctl_.head.store(tx_head_, std::memory_order_release);
+    done += n;
+  }
+  if (done > 0 && error_ == 0 && unsignalled_ > 0) {
+    // Stopped early after an unsignalled WR: signal a marker behind it so
+    // the ticket has a completion (the send queue completes in order).
+    PostImmOnly(kImmControl | kCtlNop, true,
+                NowNs() + opt_.close_timeout_ns);
+  }
+  *ticket = sig_posted_;
+  if (error_ != 0) return FailCall();
+  if (done == 0 && timed_out) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (done == 0 && peer_closed_) {
+    errno = EPIPE;
+    return -1;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+bool RdmaChannel::ZeroCopyCompleted(uint64_t ticket) {
+  if (!closed_) Progress();
+  return sig_done_ >= ticket;
+}
+
+int RdmaChannel::WaitZeroCopy(uint64_t ticket, const WaitOptions& wait) {
+  if (closed_) return FailCall();
+  BeginCall(wait);
+  int64_t deadline = DeadlineFor(wait.timeout_ns);
+  while (!ZeroCopyCompleted(ticket)) {
+    if (error_ != 0) return FailCall();
+    if (WaitForProgress(deadline) != 0) return -1;
+  }
+  return 0;
+}
+
+ssize_t RdmaChannel::SendRegistered(const UserRegion& region, size_t offset,
+                                    size_t len, const WaitOptions& wait) {
+  uint64_t ticket = 0;
+  ssize_t n = SendRegisteredAsync(region, offset, len, wait, &ticket);
+  if (n <= 0) return n;
+  // The user may reuse the buffer once the NIC read it.  If the caller's
+  // deadline is already gone, give the completion close_timeout_ns more.
+  WaitOptions w = wait;
+  if (w.timeout_ns >= 0) w.timeout_ns = std::max(w.timeout_ns, opt_.close_timeout_ns);
+  if (WaitZeroCopy(ticket, w) != 0) return -1;
+  return n;
+}
+
+void RdmaChannel::MaybeSendCredit(bool force) {
+  uint64_t owed = rx_tail_ - rx_credited_;
+  if (owed == 0 || error_ != 0 || !connected_) return;
+  if (!force && owed < rx_cap_ / 4) return;
+  // Non-blocking: if the send queue is full the credit goes out next time.
+  if (sq_inflight_ + 1 > opt_.send_queue_depth) return;
+  if (PostImmOnly(kImmCredit | static_cast<uint32_t>(owed), false, 0) == 0) {
+    rx_credited_ = rx_tail_;
+  }
+}
+
+ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
+                          const WaitOptions& wait) {
+  if (closed_) return FailCall();
+  if (IovTotal(iov, iovcnt) == 0) return 0;
+  BeginCall(wait);
+  int64_t deadline = DeadlineFor(wait.timeout_ns);
+  for (;;) {
+    Progress();
+    if (error_ != 0) return FailCall();
+    int64_t n = consumer_->Read(iov, iovcnt, 0, /*peek=*/false);
+    if (n == fifo::kCorrupt) {
+      SetReset(ECONNRESET);
+      return FailCall();
+    }
+    if (n > 0) {
+      MaybeSendCredit(false);
+      return static_cast<ssize_t>(n);
+    }
+    if (peer_fin_) return 0;
+    // Nothing to read: a credit that found the send queue full earlier must
+    // still go out, or a producer blocked on a full ring would wait forever.
+    MaybeSendCredit(false);
+    if (WaitForProgress(deadline) != 0) return -1;
+  }
+}
+
+int64_t RdmaChannel::ReadableBytes() {
+  if (closed_) return FailCall();
+  Progress();
+  HandleCmEvents();
+  if (error_ != 0) return FailCall();
+  int64_t n = consumer_->Available();
+  if (n == fifo::kCorrupt) {
+    SetReset(ECONNRESET);
+    return FailCall();
+  }
+  return n;
+}
+
+int RdmaChannel::ShutdownWrite() {
+  if (closed_ || error_ != 0) return FailCall();
+  call_spin_ns_ = opt_.spin_ns;
+  if (fin_sent_) return 0;
+  if (PostImmOnly(kImmControl | kCtlFin, true,
+                  DeadlineFor(opt_.close_timeout_ns)) != 0) {
+    return -1;
+  }
+  fin_sent_ = true;
+  return 0;
+}
+
+void RdmaChannel::Close() {
+  if (closed_) return;
+  int64_t deadline = NowNs() + opt_.close_timeout_ns;
+  call_spin_ns_ = opt_.spin_ns;
+  if (ec_ != nullptr && connected_) HandleCmEvents();
+  if (qp_ != nullptr && connected_ && error_ == 0 && !peer_closed_) {
+    // Tell the peer, then wait until our writes (and the CLOSE) completed so
+    // the disconnect cannot flush data the peer has not received.
+    if (PostImmOnly(kImmControl | kCtlClose, true, deadline) == 0) {
+      fin_sent_ = true;
+      uint64_t target = sig_posted_;
+      while (error_ == 0 && sig_done_ < target) {
+        if (WaitForProgress(deadline) != 0) break;
+      }
+    }
+  }
+  if (id_ != nullptr && !disconnecting_ && (connected_ || error_ != 0)) {
+    disconnecting_ = true;
+    bool disconnect_sent = rdma_disconnect(id_) == 0;
+    // Wait (bounded) for DISCONNECTED so the CM exchange finishes cleanly.
+    while (disconnect_sent && connected_) {
+      int64_t left = deadline - NowNs();
+      if (left <= 0) break;
+      struct pollfd pfd = {ec_->fd, POLLIN, 0};
+      if (poll(&pfd, 1, static_cast<int>(left / 1'000'000) + 1) <= 0) break;
+      HandleCmEvents();
+    }
+  }
+  connected_ = false;
+  closed_ = true;
+  // Drain events so destroy calls do not wait for unacknowledged ones.
+  if (ec_ != nullptr) {
+    struct rdma_cm_event* ev = nullptr;
+    while (rdma_get_cm_event(ec_, &ev) == 0) rdma_ack_cm_event(ev);
+  }
+  if (qp_ != nullptr) {
+    rdma_destroy_qp(id_);
+    qp_ = nullptr;
+  }
+  if (cq_ != nullptr) {
+    ibv_destroy_cq(cq_);
+    cq_ = nullptr;
+  }
+  if (cc_ != nullptr) {
+    ibv_destroy_comp_channel(cc_);
+    cc_ = nullptr;
+  }
+  if (id_ != nullptr) {
+    rdma_destroy_id(id_);
+    id_ = nullptr;
+  }
+  if (ec_ != nullptr) {
+    rdma_destroy_event_channel(ec_);
+    ec_ = nullptr;
+  }
+  if (pool_ != nullptr) {
+    pool_->Free(rx_block_);
+    pool_->Free(tx_block_);
+    rx_block_ = {};
+    tx_block_ = {};
+  }
+  consumer_.reset();
+  producer_.reset();
+}
+
+}  // namespace vsocket::rdma

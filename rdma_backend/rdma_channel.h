@@ -1,0 +1,262 @@
+// RdmaChannel: a reliable, ordered byte stream between two processes over one
+// RC queue pair, set up with librdmacm (see rdma_cm_connection.h for
+// RdmaListener / RdmaConnect, which create channels).
+//
+// Data path.  Each side owns a RECEIVE ring (fifo_bridge/ring_layout.h) carved
+// from the process's ring arena (memory_pool.h: LOCAL_WRITE | REMOTE_WRITE,
+// never REMOTE_READ).  The sender keeps a private MIRROR of the peer's ring
+// (same capacity, carved from the bounce arena, local access only):
+// RingProducer copies user bytes into the mirror at the same offsets they
+// will occupy in the peer's ring (the one copy), and the channel posts
+// IBV_WR_RDMA_WRITE_WITH_IMM from the mirror to the peer's ring (a plain
+// RDMA WRITE first when the range wraps), immediate = byte count, inline
+// when it fits the QP's max_inline_data.  Only every `signal_every`-th send is
+// signalled.  The receiver advances its head from the immediate (validated
+// against free space), RingConsumer copies out, and once a quarter of the
+// ring was consumed it returns a credit (a zero-length WRITE WITH IMM whose
+// immediate is the consumed byte count), so the producer never overwrites
+// unread data.  SendRegistered() skips the mirror: it writes straight from a
+// user buffer registered once with RegisterUserBuffer() (zero copy).
+// Every receive WR consumed by an immediate is re-posted.
+//
+// Waiting.  Blocking calls spin on the CQ for at most `spin_ns`, then arm the
+// CQ and poll() the completion channel fd together with the RDMA CM event fd
+// until the caller's deadline.  A CM DISCONNECTED event not preceded by the
+// peer's close message, a CQ error (QP in error state, retry exceeded, flush)
+// or a corrupt index/immediate from the peer puts the channel in the reset
+// state: every later call fails with ECONNRESET.
+//
+// Threading: thread-compatible.  One thread at a time may call into a channel
+// (callers serialise; the future Transport wrapper will hold a lock).
+// Ownership: the channel owns its cm_id, event channel, completion channel,
+// CQ, QP and pool blocks; the process-wide MemoryPool outlives it.
+#ifndef VSOCKET_RDMA_BACKEND_RDMA_CHANNEL_H_
+#define VSOCKET_RDMA_BACKEND_RDMA_CHANNEL_H_
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "fifo_bridge/ring_layout.h"
+#include "fifo_bridge/spsc_ring.h"
+#include "rdma_backend/memory_pool.h"
+#include "rdma_backend/wire_format.h"
+
+namespace vsocket::rdma {
+
+struct ChannelOptions {
+  uint64_t ring_capacity = 1u << 20;       // our receive ring, power of two
+  uint32_t spin_ns = 20'000;               // CQ busy-poll before sleeping
+  int64_t connect_timeout_ns = 5'000'000'000;
+  int64_t close_timeout_ns = 500'000'000;  // drain + disconnect, in total
+  uint32_t signal_every = 16;              // signalled send WR period
+  uint32_t inline_wanted = 128;            // requested max_inline_data
+  uint32_t send_queue_depth = 256;
+  uint32_t recv_queue_depth = 256;
+  uint8_t ack_timeout = 14;  // 4.096us * 2^14 = 67 ms per transport retry
+};
+
+// Per-call blocking: timeout_ns 0 = non-blocking (EAGAIN), -1 = no deadline.
+// spin_ns: CQ busy-poll budget before sleeping (the socket's busy-poll
+// setting); kDefaultSpin = ChannelOptions::spin_ns.
+struct WaitOptions {
+  static constexpr int64_t kDefaultSpin = -1;
+  int64_t timeout_ns = -1;
+  int64_t spin_ns = kDefaultSpin;
+};
+
+// A user buffer registered for zero-copy sends (local access only).
+// Owned by the caller; must be destroyed before the channel that made it.
+class UserRegion {
+ public:
+  ~UserRegion();
+  UserRegion(const UserRegion&) = delete;
+  UserRegion& operator=(const UserRegion&) = delete;
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  friend class RdmaChannel;
+  UserRegion(ibv_mr* mr, const uint8_t* data, size_t size)
+      : mr_(mr), data_(data), size_(size) {}
+  ibv_mr* mr_;
+  const uint8_t* data_;
+  size_t size_;
+};
+
+class RdmaChannel {
+ public:
+  ~RdmaChannel();  // Close()
+  RdmaChannel(const RdmaChannel&) = delete;
+  RdmaChannel& operator=(const RdmaChannel&) = delete;
+
+  // Sends all `iov` bytes unless the deadline passes first (then returns the
+  // bytes sent so far, or -1/EAGAIN if none).  -1 with errno ECONNRESET
+  // (reset), EPIPE (we shut down writing, or the peer closed).
+  ssize_t Send(const struct iovec* iov, int iovcnt, const WaitOptions& wait);
+  ssize_t Send(const void* buf, size_t len, const WaitOptions& wait) {
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return Send(&iov, 1, wait);
+  }
+
+  // Zero-copy send of region[offset, offset + len): no copy into the
+  // mirror.  Returns only after the NIC finished reading the user bytes, so
+  // the caller may reuse them at once.  Same results as Send().
+  // REQUIRES: `region` was made by this channel's RegisterUserBuffer();
+  //           offset + len <= region.size().
+  ssize_t SendRegistered(const UserRegion& region, size_t offset, size_t len,
+                         const WaitOptions& wait);
+
+  // Like SendRegistered() but returns once the bytes are posted: they must
+  // stay unchanged until ZeroCopyCompleted(*ticket) (or WaitZeroCopy()).
+  // After a reset the NIC stops reading them once Close() returned.
+  ssize_t SendRegisteredAsync(const UserRegion& region, size_t offset,
+                              size_t len, const WaitOptions& wait,
+                              uint64_t* ticket);
+  // True once every zero-copy send up to `ticket` was read by the NIC.
+  bool ZeroCopyCompleted(uint64_t ticket);
+  // Waits for ZeroCopyCompleted(ticket): 0, or -1 with EAGAIN/ECONNRESET.
+  int WaitZeroCopy(uint64_t ticket, const WaitOptions& wait);
+
+  // Registers [data, data + len) once for SendRegistered (IBV access 0:
+  // local read only).  nullptr with errno on failure.
+  std::unique_ptr<UserRegion> RegisterUserBuffer(const void* data, size_t len);
+
+  // Reads up to the iovec's total length.  Returns bytes read (> 0), 0 at
+  // end of stream (peer shut down writing and everything was read), or -1
+  // with EAGAIN (nothing before the deadline) / ECONNRESET.
+  ssize_t Recv(const struct iovec* iov, int iovcnt, const WaitOptions& wait);
+  ssize_t Recv(void* buf, size_t len, const WaitOptions& wait) {
+    struct iovec iov = {buf, len};
+    return Recv(&iov, 1, wait);
+  }
+
+  // Bytes readable now (processes pending completions first), or -1/errno.
+  int64_t ReadableBytes();
+
+  // Half-close: tells the peer no more data follows (its Recv returns 0 after
+  // the data).  Later Sends fail with EPIPE.  0 or -1/errno.
+  int ShutdownWrite();
+
+  // Orderly close, bounded by close_timeout_ns: tells the peer (close
+  // message), waits for our sends to complete, rdma_disconnect(), waits for
+  // the DISCONNECTED event, destroys QP/CQ/channels/id, returns the blocks.
+  // Idempotent.  After it every call fails with ENOTCONN.
+  void Close();
+
+  // For external event loops: the completion channel fd (readable when a
+  // completion arrived after PrepareToSleep()) and the CM event fd (readable
+  // on disconnect).  Both are non-blocking.
+  int completion_fd() const;
+  int cm_fd() const;
+  // Consumes completion events already delivered on completion_fd(), arms
+  // the CQ and checks it once more.  Returns false if work is pending (do
+  // not sleep, call Recv/Send again); true if poll() on both fds may block.
+  // Pattern: Recv(..., {timeout 0}) == EAGAIN -> PrepareToSleep() ->
+  // poll(completion_fd(), cm_fd()) -> Recv again.
+  bool PrepareToSleep();
+
+  // Pending error (ECONNRESET after a reset), or 0.
+  int error() const { return error_; }
+  // Registered bytes this connection holds: receive ring + mirror + user
+  // regions registered through it.
+  size_t registered_bytes() const;
+  uint32_t max_inline() const { return max_inline_; }
+  uint64_t recv_capacity() const { return rx_cap_; }
+  uint64_t send_capacity() const { return tx_cap_; }
+  // For tests and diagnostics only (e.g. forcing the QP into the error
+  // state); the channel keeps ownership.
+  ibv_qp* qp_for_testing() const { return qp_; }
+
+ private:
+  friend class ChannelBuilder;
+  RdmaChannel() = default;
+
+  // Processes every available completion and CM event without blocking.
+  // Returns the number of events handled.
+  int Progress();
+  void HandleCompletion(const ibv_wc& wc);
+  void HandleCmEvents();
+  void BeginCall(const WaitOptions& wait) {
+    call_spin_ns_ = wait.spin_ns < 0
+        ? opt_.spin_ns
+        : static_cast<uint32_t>(std::min<int64_t>(wait.spin_ns, 1'000'000'000));
+  }
+  // Waits (spin, then sleep) until Progress() handles something or the
+  // deadline (absolute CLOCK_MONOTONIC ns, -1 = none) passes.
+  // 0 = progress, -1 with errno EAGAIN (deadline) or ECONNRESET.
+  int WaitForProgress(int64_t deadline_ns);
+  // Posts RDMA WRITE(s) of [index, index + len) of the stream into the
+  // peer's ring from `src` (lkey `lkey`; contiguous for `len` bytes unless
+  // `src_is_mirror`, where the source wraps with the ring too).  Ends with a
+  // WRITE WITH IMM carrying `len`.  0 or -1/errno.
+  int PostStreamWrite(const uint8_t* src, uint32_t lkey, bool src_is_mirror,
+                      uint64_t index, uint64_t len, bool force_signal,
+                      int64_t deadline_ns);
+  int PostImmOnly(uint32_t imm, bool force_signal, int64_t deadline_ns);
+  // Waits until `wrs` more send WRs fit the send queue.
+  int ReserveSendSlots(uint32_t wrs, int64_t deadline_ns);
+  int PostRecvs(uint32_t count);
+  void MaybeSendCredit(bool force);
+  void SetReset(int err);
+  int FailCall();  // -1 with errno for a reset/closed channel
+
+  // Verbs / CM objects (owned).
+  rdma_event_channel* ec_ = nullptr;
+  rdma_cm_id* id_ = nullptr;
+  ibv_comp_channel* cc_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  MemoryPool* pool_ = nullptr;
+  ChannelOptions opt_;
+  bool connected_ = false;    // ESTABLISHED seen, no disconnect yet
+  bool closed_ = false;
+  bool disconnecting_ = false;  // we called rdma_disconnect()
+  bool cq_armed_ = false;
+  uint32_t call_spin_ns_ = 0;   // spin budget of the current call
+  int64_t next_cm_check_ns_ = 0;  // rate limit for CM polls while spinning
+  uint32_t max_inline_ = 0;
+
+  // Receive side: our ring (in the ring arena).
+  PoolBlock rx_block_;
+  fifo::RingControl* rx_ctl_ = nullptr;
+  uint64_t rx_cap_ = 0;
+  uint64_t rx_head_ = 0;         // authoritative, from validated immediates
+  uint64_t rx_tail_ = 0;         // RingConsumer's own index
+  uint64_t rx_credited_ = 0;     // tail value last reported to the peer
+  uint32_t recvs_to_post_ = 0;   // consumed receive WRs not yet re-posted
+  std::optional<fifo::RingConsumer> consumer_;
+
+  // Send side: the mirror of the peer's ring (in the bounce arena).
+  PoolBlock tx_block_;
+  fifo::RingControl tx_ctl_;     // private: head published, tail = credits
+  uint64_t tx_cap_ = 0;
+  uint64_t tx_head_ = 0;         // RingProducer's own index
+  uint64_t tx_tail_ = 0;         // credited by the peer (validated)
+  uint64_t peer_ring_addr_ = 0;
+  uint32_t peer_rkey_ = 0;
+  std::optional<fifo::RingProducer> producer_;
+
+  // Send queue accounting.
+  uint32_t sq_inflight_ = 0;     // posted WRs not yet known complete
+  uint32_t unsignalled_ = 0;     // WRs since the last signalled one
+  uint64_t sig_posted_ = 0;      // signalled WRs posted
+  uint64_t sig_done_ = 0;        // signalled WRs completed
+
+  size_t user_registered_ = 0;
+  bool fin_sent_ = false;        // we sent FIN or CLOSE
+  bool peer_fin_ = false;        // peer sent FIN or CLOSE
+  bool peer_closed_ = false;     // peer sent CLOSE: our sends get EPIPE
+  int error_ = 0;
+};
+
+}  // namespace vsocket::rdma
+
+#endif  // VSOCKET_RDMA_BACKEND_RDMA_CHANNEL_H_

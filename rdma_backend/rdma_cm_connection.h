@@ -1,0 +1,67 @@
+// Connection setup for RdmaChannel with librdmacm.
+//
+// Client: rdma_create_event_channel, rdma_create_id (RDMA_PS_TCP),
+// rdma_resolve_addr, rdma_resolve_route, create CQ/QP, post receives,
+// rdma_connect with our Hello (wire_format.h) as private data, wait for
+// ESTABLISHED, decode the server's Hello from the REP.
+// Server: rdma_bind_addr + rdma_listen on a listener id; Accept() takes a
+// CONNECT_REQUEST, validates the client's Hello, moves the new id to its own
+// event channel, creates CQ/QP, posts receives, rdma_accept with our Hello,
+// waits for ESTABLISHED.
+//
+// iWARP devices have no RDMA WRITE WITH IMMEDIATE: both sides refuse them
+// (EPROTONOSUPPORT with an explanation), as soon as the device is known.
+// Every wait is bounded by ChannelOptions::connect_timeout_ns.
+//
+// Threading: a listener is used by one thread at a time.
+#ifndef VSOCKET_RDMA_BACKEND_RDMA_CM_CONNECTION_H_
+#define VSOCKET_RDMA_BACKEND_RDMA_CM_CONNECTION_H_
+
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+#include <memory>
+#include <string>
+
+#include "rdma_backend/rdma_channel.h"
+
+namespace vsocket::rdma {
+
+// Connects to `server`.  On failure returns nullptr, sets errno
+// (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, EPROTONOSUPPORT, ENOMEM, EPROTO for
+// an invalid peer Hello, ...) and a human-readable *error.
+std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
+                                         const ChannelOptions& options,
+                                         std::string* error);
+
+class RdmaListener {
+ public:
+  // Binds and listens on `addr` (port 0 picks one; see port()).  nullptr
+  // with errno and *error on failure.
+  static std::unique_ptr<RdmaListener> Listen(const struct sockaddr_in& addr,
+                                              int backlog,
+                                              const ChannelOptions& options,
+                                              std::string* error);
+  ~RdmaListener();
+  RdmaListener(const RdmaListener&) = delete;
+  RdmaListener& operator=(const RdmaListener&) = delete;
+
+  // Waits up to `timeout_ns` (-1: no limit) for a connection request and
+  // completes the handshake (itself bounded by connect_timeout_ns).
+  // nullptr with errno (EAGAIN on timeout) and *error otherwise.  Invalid
+  // requests are rejected and reported as EPROTO.
+  std::unique_ptr<RdmaChannel> Accept(int64_t timeout_ns, std::string* error);
+
+  uint16_t port() const;  // host order
+  int fd() const { return ec_->fd; }  // readable when a request is pending
+
+ private:
+  RdmaListener() = default;
+  rdma_event_channel* ec_ = nullptr;
+  rdma_cm_id* id_ = nullptr;
+  ChannelOptions options_;
+};
+
+}  // namespace vsocket::rdma
+
+#endif  // VSOCKET_RDMA_BACKEND_RDMA_CM_CONNECTION_H_

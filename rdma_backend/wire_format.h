@@ -1,0 +1,98 @@
+// What crosses the wire besides payload bytes: the connection hello carried
+// in RDMA CM private data, and the 32-bit immediates of RDMA WRITE WITH IMM.
+//
+// Everything decoded here comes from the peer and is untrusted; the Decode*
+// functions validate and never trust a length, address or capacity blindly.
+#ifndef VSOCKET_RDMA_BACKEND_WIRE_FORMAT_H_
+#define VSOCKET_RDMA_BACKEND_WIRE_FORMAT_H_
+
+#include <endian.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "fifo_bridge/ring_layout.h"
+
+namespace vsocket::rdma {
+
+inline constexpr uint32_t kHelloMagic = 0x56534b52;  // "VSKR"
+inline constexpr uint16_t kHelloVersion = 1;
+// Largest receive ring we accept from a peer (bounds our bounce buffer) and
+// advertise.  Also keeps every byte count below 2^30 for the immediates.
+inline constexpr uint64_t kMaxRingCapacity = 64ull << 20;
+
+// Sent by each side: where the peer must RDMA-WRITE (the data area of the
+// sender's receive ring, fifo_bridge layout), with which rkey, and how big
+// that data area is.  Little-endian on the wire; 32 bytes (fits the 56-byte
+// private data of an IB/RoCE REQ).
+struct Hello {
+  uint64_t ring_data_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t capacity = 0;
+};
+inline constexpr size_t kHelloBytes = 32;
+
+inline void EncodeHello(const Hello& h, uint8_t out[kHelloBytes]) {
+  std::memset(out, 0, kHelloBytes);
+  uint32_t magic = htole32(kHelloMagic);
+  uint16_t version = htole16(kHelloVersion);
+  uint32_t rkey = htole32(h.rkey);
+  uint64_t addr = htole64(h.ring_data_addr);
+  uint64_t cap = htole64(h.capacity);
+  std::memcpy(out + 0, &magic, 4);
+  std::memcpy(out + 4, &version, 2);
+  std::memcpy(out + 8, &rkey, 4);
+  std::memcpy(out + 16, &addr, 8);
+  std::memcpy(out + 24, &cap, 8);
+}
+
+// Returns false if `len` is short or any field is impossible.
+inline bool DecodeHello(const void* data, size_t len, Hello* h) {
+  if (data == nullptr || len < kHelloBytes) return false;
+  const auto* in = static_cast<const uint8_t*>(data);
+  uint32_t magic, rkey;
+  uint16_t version;
+  uint64_t addr, cap;
+  std::memcpy(&magic, in + 0, 4);
+  std::memcpy(&version, in + 4, 2);
+  std::memcpy(&rkey, in + 8, 4);
+  std::memcpy(&addr, in + 16, 8);
+  std::memcpy(&cap, in + 24, 8);
+  h->ring_data_addr = le64toh(addr);
+  h->rkey = le32toh(rkey);
+  h->capacity = le64toh(cap);
+  if (le32toh(magic) != kHelloMagic || le16toh(version) != kHelloVersion) {
+    return false;
+  }
+  if (!fifo::IsValidCapacity(h->capacity) || h->capacity > kMaxRingCapacity) {
+    return false;
+  }
+  if (h->ring_data_addr == 0 ||
+      h->ring_data_addr + h->capacity < h->ring_data_addr) {
+    return false;
+  }
+  return true;
+}
+
+// Immediates (host order here; htonl'd on the wire): top 2 bits = type,
+// low 30 bits = value.
+//   kImmData:    value = payload bytes this write (and any plain RDMA WRITE
+//                just before it) appended to the receiver's ring.
+//   kImmCredit:  value = bytes the sender of the credit consumed from its
+//                receive ring since its previous credit.
+//   kImmControl: value = kCtlFin (no more data) or kCtlClose (no more data
+//                and nothing more will be read: further sends get EPIPE)
+//                or kCtlNop (ignored; lets the sender signal a marker WR).
+inline constexpr uint32_t kImmData = 0u << 30;
+inline constexpr uint32_t kImmCredit = 1u << 30;
+inline constexpr uint32_t kImmControl = 2u << 30;
+inline constexpr uint32_t kImmTypeMask = 3u << 30;
+inline constexpr uint32_t kImmValueMask = (1u << 30) - 1;
+inline constexpr uint32_t kCtlFin = 1;
+inline constexpr uint32_t kCtlClose = 2;
+inline constexpr uint32_t kCtlNop = 3;  // completion marker, ignored
+
+}  // namespace vsocket::rdma
+
+#endif  // VSOCKET_RDMA_BACKEND_WIRE_FORMAT_H_
