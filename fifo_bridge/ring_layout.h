@@ -25,6 +25,10 @@ inline constexpr size_t kCacheLine = 64;
 // the producer sets when it rings the doorbell).
 inline constexpr uint32_t kReaderArmed = 1u << 0;    // consumer wants a doorbell
 inline constexpr uint32_t kReaderPending = 1u << 1;  // a doorbell is queued
+// Set with PENDING by whoever is about to send the wake-up datagram, cleared
+// once it is queued: a consumer must not clear PENDING in between, or the
+// datagram would land after its drain and leave POLLIN with nothing to read.
+inline constexpr uint32_t kReaderRinging = 1u << 2;
 
 // Bits of RingControl::writer_wake (set by the producer when it made its own
 // descriptor unwritable; cleared by the consumer when it lifted that state).

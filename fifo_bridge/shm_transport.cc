@@ -140,24 +140,52 @@ void ShmTransport::AfterClaim() {
 
 // ---- Wake-up protocol -------------------------------------------------------
 
+namespace {
+
+// Sets PENDING|RINGING unless PENDING is already set.  True when the caller
+// must now queue the wake-up datagram and then call EndRinging.
+bool BeginRinging(RingControl* ring) {
+  uint32_t wake = ring->reader_wake.load(std::memory_order_relaxed);
+  do {
+    if (wake & kReaderPending) return false;
+  } while (!ring->reader_wake.compare_exchange_weak(
+      wake, wake | kReaderPending | kReaderRinging, std::memory_order_seq_cst));
+  return true;
+}
+
+void EndRinging(RingControl* ring) {
+  ring->reader_wake.fetch_and(~kReaderRinging, std::memory_order_seq_cst);
+}
+
+// Before a consumer drains its wake-ups: let a producer that is between
+// setting PENDING and queueing its datagram finish (bounded: a producer
+// that stalls longer costs one spurious wake-up, never a lost one).
+void AwaitRingers(RingControl* ring) {
+  SpinUntil(
+      [ring] {
+        return !(ring->reader_wake.load(std::memory_order_acquire) &
+                 kReaderRinging);
+      },
+      [] { return false; }, 50000);
+}
+
+}  // namespace
+
 void ShmTransport::NotifyReader() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   uint32_t wake = tx_->reader_wake.load(std::memory_order_relaxed);
   if (!(wake & kReaderArmed) || (wake & kReaderPending)) return;
-  if (tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst) &
-      kReaderPending) {
-    return;
-  }
+  if (!BeginRinging(tx_)) return;
   // Before the claim the server's wait socket does not exist; the server
   // looks at the ring when it claims (AfterClaim).
   if (IsClaimed()) doorbell_->RingPeer();
+  EndRinging(tx_);
 }
 
 void ShmTransport::SignalSelf() {
-
-  if (!(rx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst) &
-        kReaderPending)) {
+  if (BeginRinging(rx_)) {
     doorbell_->RingSelf();
+    EndRinging(rx_);
   }
 }
 
@@ -172,6 +200,7 @@ void ShmTransport::AfterConsume(bool force_drain) {
   if (!(wake & kReaderPending) && !force_drain) return;
   // Drain first, then clear: a wake-up that lands in between leaves one
   // spare datagram, never a missing one.
+  AwaitRingers(rx_);
   doorbell_->DrainWakeups();
   rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
   if (consumer_->Available() != 0 ||
@@ -205,9 +234,9 @@ void ShmTransport::BlockOurWrites() {
   if (free_bytes >= static_cast<int64_t>(block_threshold_)) {
     // The consumer freed space concurrently and may have missed the flag:
     // wake it so that it drains our filler.
-    if (!(tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst) &
-          kReaderPending)) {
+    if (BeginRinging(tx_)) {
       doorbell_->RingPeer();
+      EndRinging(tx_);
     }
   }
 }
@@ -432,6 +461,7 @@ int ShmTransport::WaitReadable(int64_t deadline_ns, uint32_t) {
       return 0;
     }
     // Swallow stale wake-ups so that poll() really sleeps, then look again.
+    AwaitRingers(rx_);
     doorbell_->DrainWakeups();
     rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
     if (consumer_->Available() != 0 ||
