@@ -51,8 +51,22 @@ int SendWake(int from_fd, const struct sockaddr_un& to, socklen_t len) {
 }
 
 void DrainDatagrams(int fd) {
-  char buf[64];
-  while (sys::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR) {
+  // One recvmmsg takes up to kBatch wake-ups; a short batch means the queue
+  // is empty, so the usual single pending wake-up costs one system call.
+  constexpr unsigned kBatch = 16;
+  char bufs[kBatch][8];
+  struct iovec iov[kBatch];
+  struct mmsghdr msgs[kBatch];
+  std::memset(msgs, 0, sizeof(msgs));
+  for (unsigned i = 0; i < kBatch; ++i) {
+    iov[i] = {bufs[i], sizeof(bufs[i])};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+  }
+  for (int round = 0; round < 64; ++round) {
+    int n = sys::recvmmsg(fd, msgs, kBatch, MSG_DONTWAIT, nullptr);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < static_cast<int>(kBatch)) return;
   }
 }
 

@@ -57,6 +57,10 @@ VSOCKET_REAL(ssize_t, sendmsg, (int fd, const struct msghdr* msg, int flags),
              (fd, msg, flags))
 VSOCKET_REAL(ssize_t, recvmsg, (int fd, struct msghdr* msg, int flags),
              (fd, msg, flags))
+VSOCKET_REAL(int, recvmmsg,
+             (int fd, struct mmsghdr* msgs, unsigned int vlen, int flags,
+              struct timespec* timeout),
+             (fd, msgs, vlen, flags, timeout))
 VSOCKET_REAL(ssize_t, read, (int fd, void* buf, size_t len), (fd, buf, len))
 VSOCKET_REAL(ssize_t, write, (int fd, const void* buf, size_t len),
              (fd, buf, len))

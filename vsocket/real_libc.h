@@ -28,6 +28,8 @@ ssize_t recvfrom(int fd, void* buf, size_t len, int flags,
                  struct sockaddr* addr, socklen_t* addrlen);
 ssize_t sendmsg(int fd, const struct msghdr* msg, int flags);
 ssize_t recvmsg(int fd, struct msghdr* msg, int flags);
+int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags,
+             struct timespec* timeout);
 ssize_t read(int fd, void* buf, size_t len);
 ssize_t write(int fd, const void* buf, size_t len);
 ssize_t readv(int fd, const struct iovec* iov, int iovcnt);
