@@ -107,6 +107,10 @@ int Doorbell::RingSelf() const {
 
 void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd_); }
 
+int Doorbell::RequestPeerDrain() const {
+  return SendWake(sink_fd_, peer_sink_addr_, peer_sink_len_);
+}
+
 int Doorbell::FillSendBuffer() const {
   // Bounded: a datagram's true size is several hundred bytes against a
   // send buffer of a few KiB, so this ends within a handful of iterations.

@@ -49,6 +49,9 @@ class Doorbell {
   int RingPeer() const;
   // Queues one wake-up in our own wait socket.
   int RingSelf() const;
+  // Queues one datagram in the peer's sink: its liveness watcher thread
+  // wakes and drains our filler, without making its wait socket readable.
+  int RequestPeerDrain() const;
   // Empties our wait socket of wake-ups.
   void DrainWakeups() const;
 

@@ -34,8 +34,21 @@ class Watcher {
       VSOCKET_LOG(kWarn, "liveness watch failed: errno %d", errno);
   }
 
+  void WatchSinkFd(int fd, LivenessTarget* target) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!EnsureStarted()) return;
+    targets_[fd] = target;
+    sinks_[fd] = true;
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      VSOCKET_LOG(kWarn, "sink watch failed: errno %d", errno);
+  }
+
   void Unwatch(int fd) {
     std::lock_guard<std::mutex> lock(mutex_);
+    sinks_.erase(fd);
     if (targets_.erase(fd) && epoll_fd_ >= 0)
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   }
@@ -48,9 +61,17 @@ class Watcher {
       Watcher& w = Get();
       new (&w.mutex_) std::mutex();
       auto inherited = std::move(w.targets_);
+      auto sinks = std::move(w.sinks_);
       w.targets_.clear();
+      w.sinks_.clear();
       w.epoll_fd_ = -1;
-      for (auto& [fd, target] : inherited) w.Watch(fd, target);
+      for (auto& [fd, target] : inherited) {
+        if (sinks.count(fd)) {
+          w.WatchSinkFd(fd, target);
+        } else {
+          w.Watch(fd, target);
+        }
+      }
     });
   }
 
@@ -83,6 +104,10 @@ class Watcher {
       for (int i = 0; i < n; ++i) {
         auto it = targets_.find(events[i].data.fd);
         if (it == targets_.end()) continue;
+        if (sinks_.count(it->first)) {
+          it->second->OnSinkEvent();
+          continue;
+        }
         if (it->second->OnLivenessEvent()) {
           struct epoll_event ev = {};
           ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
@@ -96,11 +121,13 @@ class Watcher {
   std::mutex mutex_;
   int epoll_fd_ = -1;
   std::unordered_map<int, LivenessTarget*> targets_;
+  std::unordered_map<int, bool> sinks_;  // fds registered with WatchSinkFd
 };
 
 }  // namespace
 
 void WatchLiveness(int fd, LivenessTarget* target) { Watcher::Get().Watch(fd, target); }
 void UnwatchLiveness(int fd) { Watcher::Get().Unwatch(fd); }
+void WatchSink(int fd, LivenessTarget* target) { Watcher::Get().WatchSinkFd(fd, target); }
 
 }  // namespace vsocket::fifo

@@ -19,11 +19,17 @@ class LivenessTarget {
   // Called on the watcher thread when `fd` reported readable/hang-up.
   // Returns true to keep watching (the event was spurious).
   virtual bool OnLivenessEvent() = 0;
+  // Called on the watcher thread when a datagram arrived in a watched sink.
+  virtual void OnSinkEvent() {}
 };
 
 // REQUIRES: fd stays open until Unwatch(fd) returns.
 void WatchLiveness(int fd, LivenessTarget* target);
 void UnwatchLiveness(int fd);
+
+// Edge-triggered: OnSinkEvent() runs once per burst of arrivals on `fd`.
+// REQUIRES: fd stays open until UnwatchLiveness(fd) returns.
+void WatchSink(int fd, LivenessTarget* target);
 
 }  // namespace vsocket::fifo
 

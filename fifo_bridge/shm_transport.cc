@@ -103,6 +103,7 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
     WatchLiveness(tcp_fd, t.get());
     t->watched_ = true;
   }
+  WatchSink(t->doorbell_->sink_fd(), t.get());
   return t;
 }
 
@@ -233,11 +234,9 @@ void ShmTransport::BlockOurWrites() {
   int64_t free_bytes = producer_->FreeSpace();
   if (free_bytes >= static_cast<int64_t>(block_threshold_)) {
     // The consumer freed space concurrently and may have missed the flag:
-    // wake it so that it drains our filler.
-    if (BeginRinging(tx_)) {
-      doorbell_->RingPeer();
-      EndRinging(tx_);
-    }
+    // ask its watcher thread to drain our filler.  (Waking its wait socket
+    // instead would report POLLIN on a possibly empty ring.)
+    doorbell_->RequestPeerDrain();
   }
 }
 
@@ -352,7 +351,8 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
     VSOCKET_LOG(kError, "dup3 during fallback failed: errno %d", errno);
   }
   doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
-  doorbell_->Close();
+  // The sink stays open until Release(): it is registered with the watcher,
+  // and this may run on the watcher thread itself.
   segment_->Unlink();
   reason_.store(reason, std::memory_order_release);
   side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
@@ -742,6 +742,7 @@ void ShmTransport::Release() {
   if (last) segment_->Unlink();
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;
+  if (doorbell_->sink_fd() >= 0) UnwatchLiveness(doorbell_->sink_fd());
   // The user's descriptor is closed by the socket layer, not here.
   if (!revoked()) doorbell_->set_wait_fd(-1);
   doorbell_->Close();

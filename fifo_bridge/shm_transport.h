@@ -75,6 +75,8 @@ class ShmTransport final : public Transport, public LivenessTarget {
 
   // Liveness watcher thread: the TCP connection reported EOF or an error.
   bool OnLivenessEvent() override;
+  // Watcher thread: the peer asked us to drain its filler (see BlockOurWrites).
+  void OnSinkEvent() override { LiftPeerWriterBlock(); }
 
  private:
   ShmTransport() = default;
