@@ -138,7 +138,7 @@ VSP_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
 
 VSP_EXPORT int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen,
                         int flags, struct timespec* timeout) {
-  if (!Ours(fd)) return real::recvmmsg(fd, msgs, vlen, flags, timeout);
+  if (!Ours(fd)) return sys::recvmmsg(fd, msgs, vlen, flags, timeout);
   return EmulatedRecvmmsg(fd, msgs, vlen, flags, timeout);
 }
 

@@ -1,32 +1,17 @@
 #include "preload/real_calls.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 
 #include <atomic>
 
+#include "vsocket/real_libc.h"
+
 namespace vsocket::preload::real {
-namespace {
-
-// dlsym(RTLD_NEXT) may allocate (calloc for its error state) but never calls
-// a socket function, so resolving from inside an interposed call is safe.
-template <typename Fn>
-Fn Next(std::atomic<Fn>* cache, const char* name) {
-  Fn fn = cache->load(std::memory_order_acquire);
-  if (!fn) {
-    fn = reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
-    if (fn) cache->store(fn, std::memory_order_release);
-  }
-  return fn;
-}
-
-}  // namespace
-
 #define VSP_REAL(ret, name, params, args)       \
   ret name params {                             \
     using Fn = ret(*) params;                   \
     static std::atomic<Fn> cache{nullptr};      \
-    Fn fn = Next(&cache, #name);                \
+    Fn fn = ::vsocket::sys::NextSymbol(&cache, #name);                \
     if (!fn) {                                  \
       errno = ENOSYS;                           \
       return static_cast<ret>(-1);              \
@@ -56,10 +41,6 @@ VSP_REAL(ssize_t, splice,
          (int fd_in, off_t* off_in, int fd_out, off_t* off_out, size_t len,
           unsigned int flags),
          (fd_in, off_in, fd_out, off_out, len, flags))
-VSP_REAL(int, recvmmsg,
-         (int fd, struct mmsghdr* msgs, unsigned int vlen, int flags,
-          struct timespec* timeout),
-         (fd, msgs, vlen, flags, timeout))
 VSP_REAL(int, sendmmsg,
          (int fd, struct mmsghdr* msgs, unsigned int vlen, int flags),
          (fd, msgs, vlen, flags))
@@ -84,7 +65,7 @@ VSP_REAL(int, execveat,
 void closefrom(int lowfd) {
   using Fn = void (*)(int);
   static std::atomic<Fn> cache{nullptr};
-  if (Fn fn = Next(&cache, "closefrom")) fn(lowfd);
+  if (Fn fn = ::vsocket::sys::NextSymbol(&cache, "closefrom")) fn(lowfd);
 }
 
 }  // namespace vsocket::preload::real

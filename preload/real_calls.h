@@ -29,8 +29,6 @@ int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
 ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count);
 ssize_t splice(int fd_in, off_t* off_in, int fd_out, off_t* off_out,
                size_t len, unsigned int flags);
-int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags,
-             struct timespec* timeout);
 int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags);
 int close_range(unsigned int first, unsigned int last, int flags);
 void closefrom(int lowfd);

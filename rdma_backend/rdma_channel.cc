@@ -1,5 +1,6 @@
 #include "rdma_backend/rdma_channel.h"
 
+#include "vsocket/wait.h"
 #include <arpa/inet.h>
 #include <poll.h>
 #include <time.h>
@@ -11,15 +12,8 @@
 namespace vsocket::rdma {
 namespace {
 
-int64_t NowNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-int64_t DeadlineFor(int64_t timeout_ns) {
-  return timeout_ns < 0 ? -1 : NowNs() + timeout_ns;
-}
+using ::vsocket::DeadlineAfter;
+using ::vsocket::MonotonicNs;
 
 uint64_t IovTotal(const struct iovec* iov, int iovcnt) {
   uint64_t total = 0;
@@ -214,7 +208,7 @@ bool RdmaChannel::PrepareToSleep() {
 
 int RdmaChannel::WaitForProgress(int64_t deadline_ns) {
   if (error_ != 0 || closed_) return FailCall();
-  int64_t now = NowNs();
+  int64_t now = MonotonicNs();
   int64_t spin_end = now + call_spin_ns_;
   for (;;) {
     // A disconnect shows up on the CM fd, not the CQ: look at it at most
@@ -226,7 +220,7 @@ int RdmaChannel::WaitForProgress(int64_t deadline_ns) {
     }
     if (Progress() > 0) return 0;
     if (error_ != 0) return FailCall();
-    now = NowNs();
+    now = MonotonicNs();
     if (now >= spin_end || (deadline_ns >= 0 && now >= deadline_ns)) break;
   }
   HandleCmEvents();
@@ -236,7 +230,7 @@ int RdmaChannel::WaitForProgress(int64_t deadline_ns) {
     if (!PrepareToSleep()) return error_ != 0 ? FailCall() : 0;
     int timeout_ms = -1;
     if (deadline_ns >= 0) {
-      int64_t left = deadline_ns - NowNs();
+      int64_t left = deadline_ns - MonotonicNs();
       if (left <= 0) {
         errno = EAGAIN;
         return -1;
@@ -357,7 +351,7 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
   uint64_t want = IovTotal(iov, iovcnt);
   if (want == 0) return 0;
   BeginCall(wait);
-  int64_t deadline = DeadlineFor(wait.timeout_ns);
+  int64_t deadline = DeadlineAfter(wait.timeout_ns);
   uint64_t done = 0;
   Progress();
   while (done < want) {
@@ -436,7 +430,7 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
   }
   if (len == 0) return 0;
   BeginCall(wait);
-  int64_t deadline = DeadlineFor(wait.timeout_ns);
+  int64_t deadline = DeadlineAfter(wait.timeout_ns);
   uint64_t done = 0;
   bool timed_out = false;
   Progress();
@@ -477,7 +471,7 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
     // Stopped early after an unsignalled WR: signal a marker behind it so
     // the ticket has a completion (the send queue completes in order).
     PostImmOnly(kImmControl | kCtlNop, true,
-                NowNs() + opt_.close_timeout_ns);
+                MonotonicNs() + opt_.close_timeout_ns);
   }
   *ticket = sig_posted_;
   if (error_ != 0) return FailCall();
@@ -500,7 +494,7 @@ bool RdmaChannel::ZeroCopyCompleted(uint64_t ticket) {
 int RdmaChannel::WaitZeroCopy(uint64_t ticket, const WaitOptions& wait) {
   if (closed_) return FailCall();
   BeginCall(wait);
-  int64_t deadline = DeadlineFor(wait.timeout_ns);
+  int64_t deadline = DeadlineAfter(wait.timeout_ns);
   while (!ZeroCopyCompleted(ticket)) {
     if (error_ != 0) return FailCall();
     if (WaitForProgress(deadline) != 0) return -1;
@@ -537,7 +531,7 @@ ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
   if (closed_) return FailCall();
   if (IovTotal(iov, iovcnt) == 0) return 0;
   BeginCall(wait);
-  int64_t deadline = DeadlineFor(wait.timeout_ns);
+  int64_t deadline = DeadlineAfter(wait.timeout_ns);
   for (;;) {
     Progress();
     if (error_ != 0) return FailCall();
@@ -576,7 +570,7 @@ int RdmaChannel::ShutdownWrite() {
   call_spin_ns_ = opt_.spin_ns;
   if (fin_sent_) return 0;
   if (PostImmOnly(kImmControl | kCtlFin, true,
-                  DeadlineFor(opt_.close_timeout_ns)) != 0) {
+                  DeadlineAfter(opt_.close_timeout_ns)) != 0) {
     return -1;
   }
   fin_sent_ = true;
@@ -585,7 +579,7 @@ int RdmaChannel::ShutdownWrite() {
 
 void RdmaChannel::Close() {
   if (closed_) return;
-  int64_t deadline = NowNs() + opt_.close_timeout_ns;
+  int64_t deadline = MonotonicNs() + opt_.close_timeout_ns;
   call_spin_ns_ = opt_.spin_ns;
   if (ec_ != nullptr && connected_) HandleCmEvents();
   if (qp_ != nullptr && connected_ && error_ == 0 && !peer_closed_) {
@@ -604,7 +598,7 @@ void RdmaChannel::Close() {
     bool disconnect_sent = rdma_disconnect(id_) == 0;
     // Wait (bounded) for DISCONNECTED so the CM exchange finishes cleanly.
     while (disconnect_sent && connected_) {
-      int64_t left = deadline - NowNs();
+      int64_t left = deadline - MonotonicNs();
       if (left <= 0) break;
       struct pollfd pfd = {ec_->fd, POLLIN, 0};
       if (poll(&pfd, 1, static_cast<int>(left / 1'000'000) + 1) <= 0) break;

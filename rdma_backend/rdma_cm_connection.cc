@@ -1,5 +1,6 @@
 #include "rdma_backend/rdma_cm_connection.h"
 
+#include "vsocket/wait.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -13,11 +14,8 @@
 namespace vsocket::rdma {
 namespace {
 
-int64_t NowNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
+using ::vsocket::DeadlineAfter;
+using ::vsocket::MonotonicNs;
 
 bool SetNonBlocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
@@ -50,7 +48,7 @@ class ChannelBuilder {
       }
       int timeout_ms = -1;
       if (deadline_ns >= 0) {
-        int64_t left = deadline_ns - NowNs();
+        int64_t left = deadline_ns - MonotonicNs();
         if (left <= 0) return Fail(error, ETIMEDOUT, "waiting for RDMA CM");
         timeout_ms = static_cast<int>(left / 1'000'000) + 1;
       }
@@ -253,7 +251,7 @@ class ChannelBuilder {
 std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
                                          const ChannelOptions& options,
                                          std::string* error) {
-  int64_t deadline = NowNs() + options.connect_timeout_ns;
+  int64_t deadline = MonotonicNs() + options.connect_timeout_ns;
   rdma_event_channel* ec = rdma_create_event_channel();
   if (ec == nullptr) {
     Fail(error, errno ? errno : ENODEV, "rdma_create_event_channel");
@@ -380,7 +378,7 @@ uint16_t RdmaListener::port() const { return ntohs(rdma_get_src_port(id_)); }
 
 std::unique_ptr<RdmaChannel> RdmaListener::Accept(int64_t timeout_ns,
                                                   std::string* error) {
-  int64_t wait_deadline = timeout_ns < 0 ? -1 : NowNs() + timeout_ns;
+  int64_t wait_deadline = timeout_ns < 0 ? -1 : MonotonicNs() + timeout_ns;
   rdma_cm_event* ev = nullptr;
   for (;;) {
     if (!ChannelBuilder::NextEvent(ec_, wait_deadline, &ev, error)) {
@@ -403,7 +401,7 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(int64_t timeout_ns,
          hello_ok ? device_error : "client sent an invalid hello; rejected");
     return nullptr;
   }
-  int64_t deadline = NowNs() + options_.connect_timeout_ns;
+  int64_t deadline = MonotonicNs() + options_.connect_timeout_ns;
   rdma_event_channel* ec = rdma_create_event_channel();
   if (ec == nullptr || rdma_migrate_id(id, ec) != 0) {
     int e = errno ? errno : ENOMEM;

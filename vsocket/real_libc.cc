@@ -9,26 +9,11 @@
 #include <atomic>
 
 namespace vsocket::sys {
-namespace {
-
-// Resolves `name` in the libraries after this one; caches the pointer.
-template <typename Fn>
-Fn Next(std::atomic<Fn>* cache, const char* name) {
-  Fn fn = cache->load(std::memory_order_acquire);
-  if (!fn) {
-    fn = reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
-    cache->store(fn, std::memory_order_release);
-  }
-  return fn;
-}
-
-}  // namespace
-
 #define VSOCKET_REAL(ret, name, params, args)              \
   ret name params {                                        \
     using Fn = ret(*) params;                              \
     static std::atomic<Fn> cache{nullptr};                 \
-    return Next(&cache, #name) args;                       \
+    return NextSymbol(&cache, #name) args;                       \
   }
 
 VSOCKET_REAL(int, socket, (int domain, int type, int protocol),
@@ -87,13 +72,13 @@ VSOCKET_REAL(int, dup3, (int oldfd, int newfd, int flags), (oldfd, newfd, flags)
 int fcntl(int fd, int cmd, long arg) {
   using Fn = int (*)(int, int, ...);
   static std::atomic<Fn> cache{nullptr};
-  return Next(&cache, "fcntl")(fd, cmd, arg);
+  return NextSymbol(&cache, "fcntl")(fd, cmd, arg);
 }
 
 int ioctl(int fd, unsigned long request, void* arg) {
   using Fn = int (*)(int, unsigned long, ...);
   static std::atomic<Fn> cache{nullptr};
-  return Next(&cache, "ioctl")(fd, request, arg);
+  return NextSymbol(&cache, "ioctl")(fd, request, arg);
 }
 
 #undef VSOCKET_REAL

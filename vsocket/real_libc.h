@@ -8,12 +8,28 @@
 #ifndef VSOCKET_VSOCKET_REAL_LIBC_H_
 #define VSOCKET_VSOCKET_REAL_LIBC_H_
 
+#include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <atomic>
+
 namespace vsocket::sys {
+
+// The definition of `name` in the libraries after this one, resolved once
+// and cached in *cache; nullptr if there is none.  dlsym may allocate but
+// never calls a socket function, so this is safe inside an interposed call.
+template <typename Fn>
+Fn NextSymbol(std::atomic<Fn>* cache, const char* name) {
+  Fn fn = cache->load(std::memory_order_acquire);
+  if (!fn) {
+    fn = reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
+    if (fn) cache->store(fn, std::memory_order_release);
+  }
+  return fn;
+}
 
 int socket(int domain, int type, int protocol);
 int bind(int fd, const struct sockaddr* addr, socklen_t len);
