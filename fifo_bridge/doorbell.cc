@@ -92,8 +92,16 @@ int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
   // POLLOUT on the wait socket.
   int one = 1;
   sys::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+  int hangup_fd = sys::DupPrivate(wait_fd);
+  if (hangup_fd < 0) {
+    int err = errno;
+    sys::close(wait_fd);
+    sys::close(sink_fd);
+    return -err;
+  }
   wait_fd_ = wait_fd;
   sink_fd_ = sys::MovePrivate(sink_fd);
+  hangup_fd_ = hangup_fd;
   return 0;
 }
 
@@ -107,7 +115,7 @@ int Doorbell::RingSelf() const {
 
 void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd_); }
 
-int Doorbell::RequestPeerDrain() const {
+int Doorbell::WakePeerWatcher() const {
   return SendWake(sink_fd_, peer_sink_addr_, peer_sink_len_);
 }
 
@@ -132,10 +140,15 @@ int Doorbell::FillSendBuffer() const {
 
 void Doorbell::DrainSink() const { DrainDatagrams(sink_fd_); }
 
+void Doorbell::ShutdownWaitSocket(int how) const {
+  if (hangup_fd_ >= 0) sys::shutdown(hangup_fd_, how);
+}
+
 void Doorbell::Close() {
   if (wait_fd_ >= 0) sys::close(wait_fd_);
   if (sink_fd_ >= 0) sys::close(sink_fd_);
-  wait_fd_ = sink_fd_ = -1;
+  if (hangup_fd_ >= 0) sys::close(hangup_fd_);
+  wait_fd_ = sink_fd_ = hangup_fd_ = -1;
 }
 
 }  // namespace vsocket::fifo

@@ -9,6 +9,12 @@
 //                   the peer's sink and the peer has not drained yet use it up.
 //   sink (K):   receives the peer's filler; also the source of the wake-ups we
 //               send, so pending wake-ups never count against A's send buffer.
+//               A datagram in K wakes this process's watcher thread
+//               (WakePeerWatcher), never the application.
+// End of stream is shown the way the kernel shows it for TCP: A is shut down
+// for reading (readable for ever, POLLRDHUP) and, once neither direction can
+// carry data, for writing too (POLLHUP).  A private duplicate of A does it,
+// so the application may close or renumber its descriptor meanwhile.
 // Datagrams carry no meaning: all state lives in the ring's control block.
 // A hostile local process can send spurious wake-ups; that costs a spurious
 // wake, never data.
@@ -50,8 +56,9 @@ class Doorbell {
   // Queues one wake-up in our own wait socket.
   int RingSelf() const;
   // Queues one datagram in the peer's sink: its liveness watcher thread
-  // wakes and drains our filler, without making its wait socket readable.
-  int RequestPeerDrain() const;
+  // wakes and looks at the connection (drains our filler, notices a close),
+  // without making the peer's wait socket readable.
+  int WakePeerWatcher() const;
   // Empties our wait socket of wake-ups.
   void DrainWakeups() const;
 
@@ -61,12 +68,19 @@ class Doorbell {
   // Empties our sink, which makes the peer's wait socket writable again.
   void DrainSink() const;
 
-  // Closes both sockets (idempotent).
+  // shutdown(2) of the wait socket itself, `how` = SHUT_RD (POLLRDHUP) or
+  // SHUT_RDWR (POLLHUP too).  Wake-ups sent to it afterwards are refused,
+  // which the wake-up protocol tolerates.  Any thread, until Close().
+  void ShutdownWaitSocket(int how) const;
+
+  // Closes both sockets and the private duplicate (idempotent).
+  // REQUIRES: no other thread is inside ShutdownWaitSocket().
   void Close();
 
  private:
   int wait_fd_ = -1;
   int sink_fd_ = -1;
+  int hangup_fd_ = -1;  // private dup of the wait socket, for shutdown(2)
   struct sockaddr_un my_wait_addr_ {};
   socklen_t my_wait_len_ = 0;
   struct sockaddr_un peer_wait_addr_ {};

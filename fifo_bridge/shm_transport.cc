@@ -137,6 +137,7 @@ void ShmTransport::AfterClaim() {
        (kProducerClosed | kReset))) {
     SignalSelf();
   }
+  UpdateHangup();
 }
 
 // ---- Wake-up protocol -------------------------------------------------------
@@ -236,7 +237,36 @@ void ShmTransport::BlockOurWrites() {
     // The consumer freed space concurrently and may have missed the flag:
     // ask its watcher thread to drain our filler.  (Waking its wait socket
     // instead would report POLLIN on a possibly empty ring.)
-    doorbell_->RequestPeerDrain();
+    doorbell_->WakePeerWatcher();
+  }
+}
+
+void ShmTransport::UpdateHangup() {
+  uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+  if ((local & (kLocalHangupShown | kLocalRevoked)) || !IsClaimed()) return;
+  uint32_t ring_flags = rx_->flags.load(std::memory_order_acquire) |
+                        tx_->flags.load(std::memory_order_acquire);
+  bool reset = (ring_flags & kReset) ||
+               (local & (kLocalReset | kLocalResetReported)) ||
+               ((local & kLocalPeerGone) &&
+                side_->pending_error.load(std::memory_order_relaxed) != 0);
+  bool read_closed = reset ||
+                     (rx_->flags.load(std::memory_order_acquire) &
+                      kProducerClosed) ||
+                     (local & (kLocalPeerGone | kLocalShutRead));
+  bool write_closed = local & kLocalShutWrite;
+  if (reset || (read_closed && write_closed)) {
+    if (!(side_->local_flags.fetch_or(kLocalHangupShown,
+                                      std::memory_order_acq_rel) &
+          kLocalHangupShown)) {
+      doorbell_->ShutdownWaitSocket(SHUT_RDWR);
+    }
+  } else if (read_closed && !(local & kLocalReadHangupShown)) {
+    if (!(side_->local_flags.fetch_or(kLocalReadHangupShown,
+                                      std::memory_order_acq_rel) &
+          kLocalReadHangupShown)) {
+      doorbell_->ShutdownWaitSocket(SHUT_RD);
+    }
   }
 }
 
@@ -258,8 +288,12 @@ void ShmTransport::ResetConnection(const char* why) {
   tx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
   rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
   tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
-  if (IsClaimed()) doorbell_->RingPeer();
+  if (IsClaimed()) {
+    doorbell_->RingPeer();
+    doorbell_->WakePeerWatcher();
+  }
   doorbell_->RingSelf();
+  UpdateHangup();
 }
 
 // ---- Liveness and the unclaimed offer ---------------------------------------
@@ -300,6 +334,7 @@ void ShmTransport::CheckLiveness() {
   }
   side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
   doorbell_->RingSelf();
+  UpdateHangup();
 }
 
 bool ShmTransport::OnLivenessEvent() {
@@ -631,8 +666,12 @@ ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
       if (!wait_all || got >= total) return static_cast<ssize_t>(got);
       continue;
     }
-    if (r == 0) return static_cast<ssize_t>(got);
+    if (r == 0) {
+      UpdateHangup();
+      return static_cast<ssize_t>(got);
+    }
     if (r != -EAGAIN) {
+      UpdateHangup();
       if (got > 0) return static_cast<ssize_t>(got);
       errno = static_cast<int>(-r);
       return -1;
@@ -688,8 +727,12 @@ int ShmTransport::Shutdown(int how) {
     side_->local_flags.fetch_or(kLocalShutWrite, std::memory_order_seq_cst);
     tx_->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
     tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
-    if (IsClaimed()) doorbell_->RingPeer();
+    if (IsClaimed()) {
+      doorbell_->RingPeer();
+      doorbell_->WakePeerWatcher();  // it raises POLLRDHUP over there
+    }
   }
+  UpdateHangup();
   return 0;
 }
 
@@ -701,6 +744,25 @@ int ShmTransport::ReadableBytes() {
   int64_t n = consumer_->Available();
   if (n < 0) return 0;
   return static_cast<int>(std::min<int64_t>(n, INT_MAX));
+}
+
+bool ShmTransport::DropStaleWakeup() {
+  if (revoked() || !IsClaimed()) return false;
+  SideLock lock(&side_->recv_lock);
+  if (revoked()) return false;
+  if (side_->local_flags.load(std::memory_order_acquire) &
+      (kLocalReset | kLocalShutRead | kLocalPeerGone)) {
+    return false;
+  }
+  if (consumer_->Available() != 0) return false;
+  if ((rx_->flags.load(std::memory_order_acquire) |
+       tx_->flags.load(std::memory_order_acquire)) &
+      (kProducerClosed | kReset)) {
+    return false;
+  }
+  LiftPeerWriterBlock();
+  AfterConsume(true);
+  return true;
 }
 
 int ShmTransport::TakeError() {
@@ -737,6 +799,7 @@ void ShmTransport::Release() {
       }
       tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
       doorbell_->RingPeer();
+      doorbell_->WakePeerWatcher();
     }
   }
   if (last) segment_->Unlink();

@@ -65,6 +65,7 @@ class ShmTransport final : public Transport, public LivenessTarget {
   int Shutdown(int how) override;
   int ReadableBytes() override;
   int TakeError() override;
+  bool DropStaleWakeup() override;
   int tcp_fd() const override { return tcp_fd_; }
   void OnForkChild() override;
   void Release() override;
@@ -75,8 +76,12 @@ class ShmTransport final : public Transport, public LivenessTarget {
 
   // Liveness watcher thread: the TCP connection reported EOF or an error.
   bool OnLivenessEvent() override;
-  // Watcher thread: the peer asked us to drain its filler (see BlockOurWrites).
-  void OnSinkEvent() override { LiftPeerWriterBlock(); }
+  // Watcher thread: the peer asked us to drain its filler (see
+  // BlockOurWrites), or closed/reset its side (see UpdateHangup).
+  void OnSinkEvent() override {
+    LiftPeerWriterBlock();
+    UpdateHangup();
+  }
 
  private:
   ShmTransport() = default;
@@ -103,6 +108,10 @@ class ShmTransport final : public Transport, public LivenessTarget {
   void AfterConsume(bool force_drain);
   void LiftPeerWriterBlock();   // after consuming from rx
   void BlockOurWrites();        // tx nearly full
+  // Raises POLLRDHUP on the user's descriptor once no more data can arrive,
+  // and POLLHUP once neither direction can carry data (or on a reset), as
+  // kernel TCP does.  Any thread; cheap and idempotent.
+  void UpdateHangup();
   void BeginSpin();
   void EndSpin();
   void ResetConnection(const char* why);

@@ -21,6 +21,8 @@ inline constexpr uint32_t kLocalPeerGone = 1u << 2;   // liveness TCP closed
 inline constexpr uint32_t kLocalReset = 1u << 3;      // we saw corruption/RST
 inline constexpr uint32_t kLocalRevoked = 1u << 4;    // offer fell back to TCP
 inline constexpr uint32_t kLocalResetReported = 1u << 5;  // ECONNRESET returned
+inline constexpr uint32_t kLocalReadHangupShown = 1u << 6;  // POLLRDHUP raised
+inline constexpr uint32_t kLocalHangupShown = 1u << 7;      // POLLHUP raised
 
 struct SideState {
   pthread_mutex_t send_lock;  // robust, process-shared

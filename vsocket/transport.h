@@ -52,6 +52,13 @@ class Transport {
   // The pending socket error (SO_ERROR); clears it.
   virtual int TakeError() = 0;
 
+  // For poll()/select() emulation: true when user_fd() reports readable
+  // only because of a stale wake-up (no data, no end of stream, no error),
+  // which this call drains so the descriptor stops being readable.  Never
+  // consumes data or a pending error.  Transports without stale wake-ups
+  // keep the default.
+  virtual bool DropStaleWakeup() { return false; }
+
   // The descriptor the application holds (see the contract above).
   virtual int user_fd() const = 0;
 

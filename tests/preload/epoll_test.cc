@@ -21,6 +21,14 @@ TEST_P(Epoll, OneShot) { RunMode("oneshot"); }
 TEST_P(Epoll, Exclusive) { RunMode("exclusive"); }
 TEST_P(Epoll, RegisteredBeforeConnect) { RunMode("preconnect"); }
 
+// POLLRDHUP/EPOLLRDHUP and POLLHUP/EPOLLHUP at end of stream, half-close,
+// reset and peer death (progs/hangup.c).
+TEST_P(Epoll, HangupEvents) {
+  Result r = RunProgram(GetParam(), "hangup");
+  EXPECT_PROGRAM_PASSED(r);
+  ExpectPath(GetParam(), r, 14);
+}
+
 VSP_ALL_MODES(Epoll);
 
 }  // namespace
