@@ -14,6 +14,7 @@
 
 #include "vsocket/real_libc.h"
 #include "vsocket/log.h"
+#include "vsocket/signal_restart.h"
 #include "vsocket/wait.h"
 
 namespace vsocket::fifo {
@@ -486,6 +487,7 @@ ssize_t ShmTransport::TryRecv(const struct iovec* iov, int iovcnt, size_t skip,
 }
 
 int ShmTransport::WaitReadable(int64_t deadline_ns, uint32_t) {
+  SignalRestartWindow signals;
   for (;;) {
     if (revoked()) return 0;
     uint32_t local = side_->local_flags.load(std::memory_order_acquire);
@@ -512,7 +514,10 @@ int ShmTransport::WaitReadable(int64_t deadline_ns, uint32_t) {
     struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLIN, 0},
                             {tcp_fd_, POLLIN, 0}};
     int r = PollUntil(fds, 2, wake_at);
-    if (r < 0) return -errno;
+    if (r < 0) {
+      if (errno == EINTR && signals.ShouldRestart(deadline_ns >= 0)) continue;
+      return -errno;
+    }
     if (fds[1].revents) CheckLiveness();
     if (r == 0) {
       if (unclaimed && MaybeRevoke(false, FallbackReason::kClaimTimeout))
@@ -527,6 +532,7 @@ int ShmTransport::WaitWritable(int64_t deadline_ns, uint32_t spin_ns) {
                 [this] { return revoked(); }, spin_ns)) {
     return 0;
   }
+  SignalRestartWindow signals;
   for (;;) {
     if (revoked()) return 0;
     if (producer_->FreeSpace() != 0) return 0;
@@ -551,7 +557,10 @@ int ShmTransport::WaitWritable(int64_t deadline_ns, uint32_t spin_ns) {
       if (producer_->FreeSpace() != 0) return 0;
     }
     int r = PollUntil(fds, nfds, wake_at);
-    if (r < 0) return -errno;
+    if (r < 0) {
+      if (errno == EINTR && signals.ShouldRestart(deadline_ns >= 0)) continue;
+      return -errno;
+    }
     for (int k = 0; k < nfds; ++k) {
       if (fds[k].fd == tcp_fd_ && fds[k].revents) CheckLiveness();
     }

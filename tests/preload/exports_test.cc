@@ -38,7 +38,8 @@ TEST(Exports, OnlyTheInterposedSymbols) {
       "getpeername", "poll", "__poll_chk", "ppoll", "__ppoll_chk", "select",
       "pselect", "epoll_ctl", "__read_chk", "__recv_chk", "__recvfrom_chk",
       "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle",
-      "fexecve", "execveat"};
+      "fexecve", "execveat", "sigaction", "signal", "bsd_signal",
+      "siginterrupt"};
   EXPECT_EQ(defined, expected);
 }
 

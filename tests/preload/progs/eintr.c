@@ -83,10 +83,55 @@ int main(int argc, char** argv) {
     printf("signals=%d\n", (int)g_signals);
     CHECK_EQ(g_signals, 3);
   } else {
+    /* The application sees its own handler and flags. */
+    struct sigaction q;
+    CHECK(sigaction(SIGUSR1, NULL, &q) == 0);
+    CHECK(q.sa_handler == on_signal);
+    CHECK(q.sa_flags & SA_RESTART);
+    CHECK(!(q.sa_flags & SA_SIGINFO));
     struct call r = interrupt(s, 0, c);
     printf("restart_result=%zd errno=%d\n", r.result, r.err);
     CHECK_EQ(g_signals, 1);
     CHECK_EQ(r.result, 4);
+    /* A send blocked on a full socket is restarted and completes once the
+     * reader drains. */
+    set_nonblocking(c, 1);
+    static char fill[65536];
+    long queued = 0;
+    ssize_t n;
+    while ((n = write(c, fill, sizeof(fill))) > 0) queued += n;
+    CHECK_EQ(errno, EAGAIN);
+    set_nonblocking(c, 0);
+    struct call w = {c, 2, 0, 0, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, blocked_call, &w) == 0);
+    sleep_ms(200);
+    CHECK(pthread_kill(t, SIGUSR1) == 0);
+    sleep_ms(200);
+    static char sink[65536];
+    long drained = 0;
+    while (drained < queued + (long)sizeof(fill)) {
+      n = read(s, sink, sizeof(sink));
+      CHECK(n > 0);
+      drained += n;
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    printf("restart_send=%zd\n", w.result);
+    CHECK_EQ(w.result, (ssize_t)sizeof(fill));
+    CHECK_EQ(g_signals, 2);
+    /* signal() installs a BSD handler, which restarts too. */
+    CHECK(signal(SIGUSR1, on_signal) != SIG_ERR);
+    r = interrupt(s, 1, c);
+    CHECK_EQ(r.result, 4);
+    CHECK_EQ(g_signals, 3);
+    /* With a receive timeout set, the kernel never restarts: EINTR. */
+    struct timeval tv = {5, 0};
+    CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+    r = interrupt(s, 0, -1);
+    CHECK_EQ(r.result, -1);
+    CHECK_EQ(r.err, EINTR);
+    CHECK_EQ(g_signals, 4);
+    printf("restart_checks=ok\n");
   }
   close(c);
   close(s);
