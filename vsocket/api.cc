@@ -160,15 +160,25 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::connect(fd, addr, len);
   switch (vs->state()) {
-    case VirtualSocket::State::kConnected:
+    case VirtualSocket::State::kConnected: {
+      // On kernel TCP the descriptor is the TCP socket: the kernel answers
+      // (0 once after a non-blocking connect completed, then EISCONN).
+      Transport* t = vs->ConnectedTransport(fd);
+      if (t && t->kind() == vsocket::TransportKind::kTcp)
+        return sys::connect(fd, addr, len);
       errno = EISCONN;
       return -1;
-    case VirtualSocket::State::kConnecting:
-      if (vs->ConnectedTransport(fd)) {
-        errno = EISCONN;
-        return -1;
-      }
-      return sys::connect(fd, addr, len);  // EALREADY, or the failure
+    }
+    case VirtualSocket::State::kConnecting: {
+      // A pending non-blocking connect is kernel TCP underneath: the kernel
+      // answers (EALREADY; 0 once after the handshake finished, then
+      // EISCONN; or the failure).
+      int rc = sys::connect(fd, addr, len);
+      int saved = errno;
+      vs->ConnectedTransport(fd);  // moves to kConnected once finished
+      errno = saved;
+      return rc;
+    }
     case VirtualSocket::State::kListening:
       return sys::connect(fd, addr, len);  // the kernel's error
     case VirtualSocket::State::kFresh:
