@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "preload/descriptors.h"
+#include "preload/epoll_spin.h"
 #include "preload/epoll_tracking.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
@@ -69,6 +70,9 @@ VSP_EXPORT int connect(int fd, const struct sockaddr* addr, socklen_t len) {
     bool keep = rc != 0 && errno != EINPROGRESS && errno != EALREADY &&
                 errno != EINTR && errno != EISCONN;
     vsocket::preload::RestoreEpollRegistrations(fd, regs, keep);
+    if (rc == 0) {
+      for (const auto& r : regs) vsocket::preload::NoteFastPathInEpollSet(r.epfd, fd);
+    }
   }
   return rc;
 }
@@ -79,7 +83,10 @@ VSP_EXPORT int shutdown(int fd, int how) __THROW {
 }
 
 VSP_EXPORT int close(int fd) {
-  if (!Ours(fd)) return sys::close(fd);
+  if (!Ours(fd)) {
+    vsocket::preload::ForgetEpollSet(fd);
+    return sys::close(fd);
+  }
   return vsocket::preload::CloseDescriptor(fd);
 }
 

@@ -16,9 +16,10 @@
 //    all while the process has never had one.
 //  - epoll_ctl remembers the registrations of sockets that are not connected
 //    yet (epoll_tracking.h).
-// epoll_wait, epoll_pwait and epoll_pwait2 are not interposed: their events
-// carry the program's data, not descriptors, so a stale wake-up can show
-// there; an epoll program reading a non-blocking socket just gets EAGAIN.
+//  - epoll_wait, epoll_pwait and epoll_pwait2 busy-poll sets that hold a
+//    shared-memory connection before sleeping (epoll_spin.h).  Their events
+//    carry the program's data, not descriptors, so a stale wake-up can show
+//    there; an epoll program reading a non-blocking socket just gets EAGAIN.
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include <cstdint>
 
 #include "preload/descriptors.h"
+#include "preload/epoll_spin.h"
 #include "preload/epoll_tracking.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
@@ -228,6 +230,70 @@ VSP_EXPORT int epoll_ctl(int epfd, int op, int fd,
     auto vs = vsocket::LookupSocket(fd);
     if (vs && vs->state() == vsocket::VirtualSocket::State::kFresh)
       vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
+    if (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD)
+      vsocket::preload::NoteFastPathInEpollSet(epfd, fd);
   }
   return rc;
+}
+
+namespace {
+
+// The three kernel waits behind epoll_wait, epoll_pwait and epoll_pwait2,
+// for a time in ns (-1: forever); ms are rounded up as the kernel does.
+int MsFromNs(int64_t ns) {
+  if (ns < 0) return -1;
+  int64_t ms = (ns + 999999) / 1000000;
+  return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
+}
+
+int SleepEpollWait(int epfd, struct epoll_event* events, int maxevents,
+                   int64_t ns, const sigset_t*) {
+  return real::epoll_wait(epfd, events, maxevents, MsFromNs(ns));
+}
+
+int SleepEpollPwait(int epfd, struct epoll_event* events, int maxevents,
+                    int64_t ns, const sigset_t* sigmask) {
+  return real::epoll_pwait(epfd, events, maxevents, MsFromNs(ns), sigmask);
+}
+
+int SleepEpollPwait2(int epfd, struct epoll_event* events, int maxevents,
+                     int64_t ns, const sigset_t* sigmask) {
+  struct timespec ts = {static_cast<time_t>(ns / 1000000000),
+                        static_cast<long>(ns % 1000000000)};
+  return real::epoll_pwait2(epfd, events, maxevents, ns < 0 ? nullptr : &ts,
+                            sigmask);
+}
+
+int64_t NsFromMs(int timeout_ms) {
+  return timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
+}
+
+}  // namespace
+
+VSP_EXPORT int epoll_wait(int epfd, struct epoll_event* events, int maxevents,
+                          int timeout) {
+  return vsocket::preload::SpinningEpollWait(epfd, events, maxevents,
+                                             NsFromMs(timeout), nullptr,
+                                             SleepEpollWait);
+}
+
+VSP_EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int maxevents,
+                           int timeout, const sigset_t* sigmask) {
+  return vsocket::preload::SpinningEpollWait(epfd, events, maxevents,
+                                             NsFromMs(timeout), sigmask,
+                                             SleepEpollPwait);
+}
+
+VSP_EXPORT int epoll_pwait2(int epfd, struct epoll_event* events,
+                            int maxevents, const struct timespec* timeout,
+                            const sigset_t* sigmask) {
+  // The kernel validates the timeout (EINVAL): let it see bad ones as given.
+  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+                  timeout->tv_nsec >= 1000000000)) {
+    return real::epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
+  }
+  int64_t ns = timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec
+                       : -1;
+  return vsocket::preload::SpinningEpollWait(epfd, events, maxevents, ns,
+                                             sigmask, SleepEpollPwait2);
 }

@@ -23,6 +23,17 @@ VSP_REAL(int, dup, (int fd), (fd))
 VSP_REAL(int, dup2, (int oldfd, int newfd), (oldfd, newfd))
 VSP_REAL(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event* event),
          (epfd, op, fd, event))
+VSP_REAL(int, epoll_wait,
+         (int epfd, struct epoll_event* events, int maxevents, int timeout),
+         (epfd, events, maxevents, timeout))
+VSP_REAL(int, epoll_pwait,
+         (int epfd, struct epoll_event* events, int maxevents, int timeout,
+          const sigset_t* sigmask),
+         (epfd, events, maxevents, timeout, sigmask))
+VSP_REAL(int, epoll_pwait2,
+         (int epfd, struct epoll_event* events, int maxevents,
+          const struct timespec* timeout, const sigset_t* sigmask),
+         (epfd, events, maxevents, timeout, sigmask))
 VSP_REAL(int, ppoll,
          (struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
           const sigset_t* sigmask),

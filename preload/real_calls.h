@@ -20,6 +20,12 @@ namespace vsocket::preload::real {
 int dup(int fd);
 int dup2(int oldfd, int newfd);
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event* event);
+int epoll_wait(int epfd, struct epoll_event* events, int maxevents,
+               int timeout);
+int epoll_pwait(int epfd, struct epoll_event* events, int maxevents,
+                int timeout, const sigset_t* sigmask);
+int epoll_pwait2(int epfd, struct epoll_event* events, int maxevents,
+                 const struct timespec* timeout, const sigset_t* sigmask);
 int ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
           const sigset_t* sigmask);
 int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,

@@ -21,6 +21,14 @@ TEST_P(Epoll, OneShot) { RunMode("oneshot"); }
 TEST_P(Epoll, Exclusive) { RunMode("exclusive"); }
 TEST_P(Epoll, RegisteredBeforeConnect) { RunMode("preconnect"); }
 
+// epoll_wait/epoll_pwait/epoll_pwait2 on a set the interposer busy-polls:
+// timeouts, data, EINTR through the sigmask, EINVAL (progs/epoll_wait_spin.c).
+TEST_P(Epoll, WaitVariantsKeepKernelSemantics) {
+  Result r = RunProgram(GetParam(), "epoll_wait_spin");
+  EXPECT_PROGRAM_PASSED(r);
+  ExpectPath(GetParam(), r, 2);
+}
+
 // POLLRDHUP/EPOLLRDHUP and POLLHUP/EPOLLHUP at end of stream, half-close,
 // reset and peer death (progs/hangup.c).
 TEST_P(Epoll, HangupEvents) {

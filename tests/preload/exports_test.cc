@@ -36,7 +36,7 @@ TEST(Exports, OnlyTheInterposedSymbols) {
       "sendfile", "sendfile64", "splice",
       "fcntl", "fcntl64", "ioctl", "getsockopt", "setsockopt", "getsockname",
       "getpeername", "poll", "__poll_chk", "ppoll", "__ppoll_chk", "select",
-      "pselect", "epoll_ctl", "__read_chk", "__recv_chk", "__recvfrom_chk",
+      "pselect", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "__read_chk", "__recv_chk", "__recvfrom_chk",
       "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle",
       "fexecve", "execveat", "sigaction", "signal", "bsd_signal",
       "siginterrupt"};
