@@ -34,5 +34,5 @@ VSP_EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t buflen,
                                   socklen_t* addrlen) {
   if (len > buflen) __chk_fail();
   if (!Ours(fd)) return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
-  return vsocket::preload::VirtualRecvfrom(fd, buf, len, flags, addr, addrlen);
+  return vsocket_recvfrom(fd, buf, len, flags, addr, addrlen);
 }

@@ -89,17 +89,6 @@ int EmulatedSendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen,
 
 }  // namespace
 
-namespace vsocket::preload {
-
-ssize_t VirtualRecvfrom(int fd, void* buf, size_t len, int flags,
-                        struct sockaddr* addr, socklen_t* addrlen) {
-  ssize_t n = vsocket_recvfrom(fd, buf, len, flags, nullptr, nullptr);
-  if (n >= 0 && addr && addrlen) *addrlen = 0;
-  return n;
-}
-
-}  // namespace vsocket::preload
-
 VSP_EXPORT ssize_t read(int fd, void* buf, size_t len) {
   if (!Ours(fd)) return sys::read(fd, buf, len);
   return vsocket_read(fd, buf, len);
@@ -128,7 +117,7 @@ VSP_EXPORT ssize_t recv(int fd, void* buf, size_t len, int flags) {
 VSP_EXPORT ssize_t recvfrom(int fd, void* buf, size_t len, int flags,
                             struct sockaddr* addr, socklen_t* addrlen) {
   if (!Ours(fd)) return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
-  return vsocket::preload::VirtualRecvfrom(fd, buf, len, flags, addr, addrlen);
+  return vsocket_recvfrom(fd, buf, len, flags, addr, addrlen);
 }
 
 VSP_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {

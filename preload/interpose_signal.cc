@@ -151,7 +151,8 @@ sighandler_t BsdSignal(int sig, sighandler_t handler) {
   act.sa_flags = g_interrupting[sig].load() ? 0 : SA_RESTART;
   if (Sigaction(sig, &act, &old) != 0) return SIG_ERR;
   return (old.sa_flags & SA_SIGINFO)
-             ? reinterpret_cast<sighandler_t>(old.sa_sigaction)
+             ? reinterpret_cast<sighandler_t>(
+                   reinterpret_cast<void*>(old.sa_sigaction))
              : old.sa_handler;
 }
 

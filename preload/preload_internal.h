@@ -22,13 +22,6 @@ namespace vsocket::preload {
 
 inline bool Ours(int fd) { return __builtin_expect(MaybeVirtualFd(fd), 0); }
 
-// recvfrom() on a descriptor Ours() accepted.  A connected TCP socket
-// reports no source address (the kernel sets *addrlen to 0 and leaves the
-// buffer alone); vsocket_recvfrom fills in the peer's address instead, so
-// the interposer asks it for none and reports an empty one, as the kernel.
-ssize_t VirtualRecvfrom(int fd, void* buf, size_t len, int flags,
-                        struct sockaddr* addr, socklen_t* addrlen);
-
 }  // namespace vsocket::preload
 
 #endif  // VSOCKET_PRELOAD_PRELOAD_INTERNAL_H_

@@ -247,10 +247,9 @@ ssize_t vsocket_recvfrom(int fd, void* buf, size_t len, int flags,
   if (!vs || !vs->ConnectedTransport(fd))
     return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
   ssize_t n = RecvBuffer(fd, buf, len, flags);
-  if (n >= 0 && addr && addrlen) {
-    // TCP reports the peer's address here.
-    sys::getpeername(KernelFdOf(vs.get(), fd), addr, addrlen);
-  }
+  // A connected TCP socket reports no source address: the kernel sets
+  // *addrlen to 0 and leaves the buffer alone.
+  if (n >= 0 && addr && addrlen) *addrlen = 0;
   return n;
 }
 

@@ -37,6 +37,16 @@ int main(void) {
   CHECK_EQ(recv(c, buf, sizeof(buf), 0), 6);
   CHECK(memcmp(buf, "world!", 6) == 0);
 
+  /* sendto / recvfrom: a connected stream socket reports no source
+   * address (*addrlen becomes 0, the buffer is left alone). */
+  CHECK_EQ(sendto(c, "from", 4, 0, NULL, 0), 4);
+  struct sockaddr_storage src;
+  memset(&src, 0xab, sizeof(src));
+  socklen_t srclen = sizeof(src);
+  CHECK_EQ(recvfrom(s, buf, sizeof(buf), 0, (struct sockaddr*)&src, &srclen), 4);
+  CHECK_EQ(srclen, 0);
+  CHECK_EQ(((unsigned char*)&src)[0], 0xab);
+
   /* writev / readv across iovec boundaries */
   struct iovec out[3] = {{"ab", 2}, {"cde", 3}, {"fghij", 5}};
   CHECK_EQ(writev(c, out, 3), 10);
