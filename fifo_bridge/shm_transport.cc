@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vsocket/real_libc.h"
+#include "vsocket/descriptor_swap.h"
 #include "vsocket/log.h"
 #include "vsocket/signal_restart.h"
 #include "vsocket/wait.h"
@@ -380,12 +381,23 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
     break;
   }
   if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
-  // The user's descriptor number now names the TCP socket.
-  int user = doorbell_->wait_fd();
-  int fd_flags = sys::fcntl(user, F_GETFD);
-  if (sys::dup3(tcp_fd_, user, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
-    VSOCKET_LOG(kError, "dup3 during fallback failed: errno %d", errno);
-  }
+  // The user's descriptor number now names the TCP socket (the interposer
+  // moves its epoll registrations along: vsocket/descriptor_swap.h).
+  struct Swap {
+    int tcp_fd;
+    int user;
+  } swap = {tcp_fd_, doorbell_->wait_fd()};
+  ReplaceUserDescriptor(
+      swap.user,
+      [](void* arg) {
+        auto* s = static_cast<Swap*>(arg);
+        int fd_flags = sys::fcntl(s->user, F_GETFD);
+        if (sys::dup3(s->tcp_fd, s->user,
+                      (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+          VSOCKET_LOG(kError, "dup3 during fallback failed: errno %d", errno);
+        }
+      },
+      &swap);
   doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
   // The sink stays open until Release(): it is registered with the watcher,
   // and this may run on the watcher thread itself.

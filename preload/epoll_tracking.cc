@@ -2,6 +2,7 @@
 
 #include <errno.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <new>
@@ -10,6 +11,7 @@
 #include <pthread.h>
 
 #include "preload/real_calls.h"
+#include "vsocket/descriptor_swap.h"
 
 namespace vsocket::preload {
 namespace {
@@ -29,8 +31,16 @@ std::atomic<int> g_count{0};
 
 }  // namespace
 
+// The descriptor swap hook: registrations follow the number.
+static void MoveRegistrationsAroundSwap(int fd, void (*swap)(void*), void* arg) {
+  std::vector<EpollRegistration> regs = DetachEpollRegistrations(fd);
+  swap(arg);
+  if (!regs.empty()) RestoreEpollRegistrations(fd, regs);
+}
+
 void InitEpollTracking() {
   T();
+  SetDescriptorSwapHook(MoveRegistrationsAroundSwap);
   pthread_atfork([] { T().mutex.lock(); }, [] { T().mutex.unlock(); },
                  [] { new (&T().mutex) std::mutex(); });
 }
@@ -77,15 +87,29 @@ std::vector<EpollRegistration> DetachEpollRegistrations(int fd) {
 }
 
 void RestoreEpollRegistrations(int fd,
-                               const std::vector<EpollRegistration>& regs,
-                               bool keep) {
+                               const std::vector<EpollRegistration>& regs) {
   int saved = errno;
   for (const auto& r : regs) {
     struct epoll_event ev = r.event;
-    real::epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &ev);
-    if (keep) NoteEpollCtl(r.epfd, EPOLL_CTL_ADD, fd, &r.event);
+    if (real::epoll_ctl(r.epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+      NoteEpollCtl(r.epfd, EPOLL_CTL_ADD, fd, &r.event);
   }
   errno = saved;
+}
+
+void ForgetEpollSetRegistrations(int epfd) {
+  if (g_count.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(T().mutex);
+  for (auto it = T().by_fd.begin(); it != T().by_fd.end();) {
+    auto& regs = it->second;
+    regs.erase(std::remove_if(regs.begin(), regs.end(),
+                              [epfd](const EpollRegistration& r) {
+                                return r.epfd == epfd;
+                              }),
+               regs.end());
+    it = regs.empty() ? T().by_fd.erase(it) : std::next(it);
+  }
+  g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
 }
 
 void ForgetEpollRegistrations(int fd) {

@@ -1,12 +1,16 @@
-// epoll registrations made on a virtual socket before it was connected.
-//
-// A successful connect() to a local vsocket listener puts the shared-memory
-// wait socket at the application's descriptor number (dup3 over the kernel
-// TCP socket).  An epoll registration made before that (Netty and others
-// add a socket to their epoll set before connecting) still refers to the old
-// TCP socket, which carries no data after the switch.  So connect() removes
-// the registrations it knows of before the switch and adds them again, with
+// The epoll registrations of every virtual socket, so that they can follow
+// a descriptor number when the kernel object behind it changes:
+//  - a successful connect() to a local vsocket listener puts the
+//    shared-memory wait socket at the application's number (dup3 over the
+//    kernel TCP socket); a registration made before that (Netty and others
+//    add a socket to their epoll set before connecting) would stay with the
+//    old TCP socket, which carries no data after the switch;
+//  - an unclaimed shared-memory offer that falls back to TCP puts the TCP
+//    socket back at that number (vsocket/descriptor_swap.h).
+// Around either change the registrations are removed and added again, with
 // the same events and data, on whatever the number names afterwards.
+// Registrations in a set whose epoll descriptor is closed are forgotten
+// (closing it with close_range or dup2 over it is not seen).
 //
 // Thread safety: all functions may be called concurrently.
 #ifndef VSOCKET_PRELOAD_EPOLL_TRACKING_H_
@@ -27,20 +31,23 @@ struct EpollRegistration {
   struct epoll_event event;
 };
 
-// After a successful epoll_ctl() on a virtual socket that is not connected
-// yet (VirtualSocket::State::kFresh).
+// After a successful epoll_ctl() on a virtual socket.
 void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event);
 
-// connect(): removes the registrations of `fd` from their sets and returns
-// them; RestoreEpollRegistrations adds them back (to the object `fd` names
-// now).  `keep` keeps tracking them (the socket may connect again later).
+// Removes the registrations of `fd` from their sets and returns them;
+// RestoreEpollRegistrations adds them back (to the object `fd` names now)
+// and keeps tracking them.
 std::vector<EpollRegistration> DetachEpollRegistrations(int fd);
 void RestoreEpollRegistrations(int fd,
-                               const std::vector<EpollRegistration>& regs,
-                               bool keep);
+                               const std::vector<EpollRegistration>& regs);
 
 // The number `fd` was closed or now refers to something else.
 void ForgetEpollRegistrations(int fd);
+
+// The descriptor `fd`, not a virtual socket, is being closed: if it was an
+// epoll set, forget the registrations made in it.  One atomic load when no
+// registration is tracked.
+void ForgetEpollSetRegistrations(int fd);
 
 }  // namespace vsocket::preload
 

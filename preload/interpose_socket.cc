@@ -65,11 +65,9 @@ VSP_EXPORT int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   auto regs = vsocket::preload::DetachEpollRegistrations(fd);
   int rc = vsocket_connect(fd, addr, len);
   if (!regs.empty()) {
-    // In progress or done, the number now names its final object; after a
-    // plain failure the socket may be connected again later.
-    bool keep = rc != 0 && errno != EINPROGRESS && errno != EALREADY &&
-                errno != EINTR && errno != EISCONN;
-    vsocket::preload::RestoreEpollRegistrations(fd, regs, keep);
+    int saved = errno;
+    vsocket::preload::RestoreEpollRegistrations(fd, regs);
+    errno = saved;
     if (rc == 0) {
       for (const auto& r : regs) vsocket::preload::NoteFastPathInEpollSet(r.epfd, fd);
     }
@@ -85,6 +83,7 @@ VSP_EXPORT int shutdown(int fd, int how) __THROW {
 VSP_EXPORT int close(int fd) {
   if (!Ours(fd)) {
     vsocket::preload::ForgetEpollSet(fd);
+    vsocket::preload::ForgetEpollSetRegistrations(fd);
     return sys::close(fd);
   }
   return vsocket::preload::CloseDescriptor(fd);

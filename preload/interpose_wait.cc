@@ -227,9 +227,7 @@ VSP_EXPORT int epoll_ctl(int epfd, int op, int fd,
   if (!Ours(fd)) return real::epoll_ctl(epfd, op, fd, event);
   int rc = real::epoll_ctl(epfd, op, fd, event);
   if (rc == 0) {
-    auto vs = vsocket::LookupSocket(fd);
-    if (vs && vs->state() == vsocket::VirtualSocket::State::kFresh)
-      vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
+    vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
     if (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD)
       vsocket::preload::NoteFastPathInEpollSet(epfd, fd);
   }

@@ -29,6 +29,22 @@ TEST_P(Epoll, WaitVariantsKeepKernelSemantics) {
   ExpectPath(GetParam(), r, 2);
 }
 
+// A shared-memory offer the listener does not claim in time falls back to
+// TCP under the application's descriptor number; its epoll registration
+// follows (progs/epoll_fallback.c).
+TEST_P(Epoll, RegistrationFollowsFallbackToTcp) {
+  Result r = RunProgram(GetParam(), "epoll_fallback", {}, Ms(40000),
+                        {{"VSOCKET_CLAIM_TIMEOUT_MS", "200"}});
+  EXPECT_PROGRAM_PASSED(r);
+  if (GetParam() == Mode::kShm) {
+    Stats s = ParseStats(r.err);
+    EXPECT_EQ(s.Reason("claim_timeout"), 1) << r.err;
+    EXPECT_EQ(s.shm_connections, 0) << r.err;
+  } else {
+    ExpectPath(GetParam(), r, 2);
+  }
+}
+
 // POLLRDHUP/EPOLLRDHUP and POLLHUP/EPOLLHUP at end of stream, half-close,
 // reset and peer death (progs/hangup.c).
 TEST_P(Epoll, HangupEvents) {

@@ -29,8 +29,10 @@ inline std::string ModeName(const testing::TestParamInfo<Mode>& info) {
 
 inline Result RunProgram(Mode mode, const std::string& name,
                          std::vector<std::string> args = {},
-                         Ms timeout = Ms(40000)) {
+                         Ms timeout = Ms(40000),
+                         const std::map<std::string, std::string>& env = {}) {
   Options o;
+  o.env = env;
   o.preload = mode != Mode::kKernel;
   if (mode == Mode::kTcp) o.run_options = {"--transport", "tcp"};
   // For programs whose expectations differ by path (exec_inherit).
