@@ -1,0 +1,73 @@
+// Shared-memory connections and listeners inherited across exec by a
+// preloaded image are handed over (progs/exec_handover.c); a bad
+// VSOCKET_INHERITED is logged once and ignored.
+#include "program_test.h"
+
+namespace vsocket_preload_test {
+namespace {
+
+class ExecHandover : public testing::TestWithParam<Mode> {};
+
+TEST_P(ExecHandover, InheritedSocketsKeepWorking) {
+  Result r = RunProgram(GetParam(), "exec_handover", {}, Ms(90000));
+  EXPECT_PROGRAM_PASSED(r);
+  // Both echo helpers saw every byte: 4 MiB, then 1000.
+  EXPECT_NE(r.out.find("helper echoed=4194304 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("helper echoed=1000 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("helper accepted"), std::string::npos) << r.out;
+  Stats s = ParseStats(r.err);
+  // The parent opens 11 connection ends; the listener helper accepts one.
+  // Adopted connections count again in the helpers that adopt them (2),
+  // but only on shared memory: a kernel-TCP descriptor needs no adopting.
+  switch (GetParam()) {
+    case Mode::kShm:
+      EXPECT_EQ(s.shm_connections, 11 + 1 + 2) << r.err;
+      EXPECT_EQ(s.tcp_connections, 0) << r.err;
+      break;
+    case Mode::kTcp:
+      EXPECT_EQ(s.shm_connections, 0) << r.err;
+      EXPECT_EQ(s.tcp_connections, 11 + 1) << r.err;
+      break;
+    case Mode::kKernel:
+      EXPECT_EQ(s.lines, 0) << r.err;
+      break;
+  }
+  // The hostile variable of scenario 6 is reported once, in one line.
+  if (GetParam() != Mode::kKernel) {
+    size_t first = r.err.find("VSOCKET_INHERITED:");
+    EXPECT_NE(first, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("VSOCKET_INHERITED:", first + 1), std::string::npos)
+        << r.err;
+  }
+}
+
+VSP_ALL_MODES(ExecHandover);
+
+// Values a preloaded program may find in its environment at startup; each
+// is ignored with one log line, and the program runs normally.
+class MalformedInherited : public testing::TestWithParam<std::string> {};
+
+TEST_P(MalformedInherited, IgnoredWithOneLine) {
+  Options o;
+  o.env["VSOCKET_INHERITED"] = GetParam();
+  Result r = vsocket_preload_test::Run({ProgramPath("exec_handover"), "malformed"}, o);
+  EXPECT_PROGRAM_PASSED(r);
+  size_t first = r.err.find("VSOCKET_INHERITED:");
+  EXPECT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("VSOCKET_INHERITED:", first + 1), std::string::npos)
+      << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Values, MalformedInherited,
+    testing::Values("garbage", "2;shm,c,3,4,5,6,7", "1;", "1;bogus,1,2",
+                    "1;shm,c,0,1,2,x,5", "1;shm,q,600,601,602,603,604",
+                    "1;shm,c,0,1,2,0,1", "1;shm,s,1,2,0,3,99999999999",
+                    "1;listen,-1,1", "1;listen,0,2+2", "1;shm,c,,,,,",
+                    std::string(5000, ';')),
+    [](const testing::TestParamInfo<std::string>& param) {
+      return "v" + std::to_string(param.index);
+    });
+
+}  // namespace
+}  // namespace vsocket_preload_test

@@ -1,0 +1,309 @@
+/* A shared-memory connection inherited across exec by a preloaded image is
+ * handed over and keeps working; everything around it fails cleanly.
+ *  1. fork + execv of a preloaded helper that echoes 4 MiB both ways,
+ *     poll()s the socket and closes it: the peer sees every byte and EOF.
+ *  2. the same through execvp, with a few bytes.
+ *  3. exec into an image that is not preloaded: ECONNRESET there (shm), the
+ *     data itself (kernel TCP).
+ *  4. an exec that fails leaves the socket working in the caller.
+ *  5. a listener inherited across exec accepts (on shared memory when
+ *     preloaded).
+ *  6. a hostile VSOCKET_INHERITED naming a real inherited socket (passed by
+ *     a raw execve system call, which no interposer sees): clean reset.
+ * usage: exec_handover            (the scenarios)
+ *        exec_handover malformed  (run with a bad VSOCKET_INHERITED: the
+ *                                  standard descriptors still work) */
+#include "ptest.h"
+
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+extern char** environ;
+
+static const size_t kBig = 4u << 20;
+static char self[4096];
+
+static int shm_mode(void) {
+  const char* mode = getenv("PTEST_MODE");
+  return mode && !strcmp(mode, "shm");
+}
+
+/* Helper: echo everything until EOF, then close. */
+static int helper_echo(int fd) {
+  CHECK(getenv("VSOCKET_INHERITED") == NULL); /* not for grandchildren */
+  CHECK(wait_for(fd, POLLIN, 10000) & POLLIN);
+  CHECK(wait_for(fd, POLLOUT, 1000) & POLLOUT);
+  static char buf[65536];
+  uint64_t total = 0, sum = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    CHECK(n >= 0);
+    if (n == 0) break;
+    for (ssize_t i = 0; i < n; ++i) sum += (unsigned char)buf[i];
+    write_all(fd, buf, (size_t)n);
+    total += (uint64_t)n;
+  }
+  CHECK(close(fd) == 0);
+  printf("helper echoed=%llu sum=%llu\n", (unsigned long long)total,
+         (unsigned long long)sum);
+  return 0;
+}
+
+/* Helper run without the interposer, or after a hostile handover. */
+static int helper_reset(int fd) {
+  char buf[64];
+  if (shm_mode()) {
+    CHECK_ERR(read(fd, buf, sizeof(buf)), ECONNRESET);
+    CHECK_EQ(read(fd, buf, sizeof(buf)), 0);
+    CHECK_ERR(send(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+  } else {
+    CHECK_EQ(read(fd, buf, sizeof(buf)), 4);
+    CHECK(memcmp(buf, "tcp!", 4) == 0);
+  }
+  printf("helper reset ok\n");
+  return 0;
+}
+
+/* Helper: accept one connection on an inherited listener, answer it. */
+static int helper_accept(int lfd) {
+  int s = accept(lfd, NULL, NULL);
+  CHECK(s >= 0);
+  char buf[8];
+  read_exact(s, buf, 5);
+  CHECK(memcmp(buf, "hello", 5) == 0);
+  write_all(s, "world", 5);
+  CHECK_EQ(read(s, buf, sizeof(buf)), 0);
+  CHECK(close(s) == 0);
+  CHECK(close(lfd) == 0);
+  printf("helper accepted\n");
+  return 0;
+}
+
+static void reap(pid_t pid) {
+  int status;
+  CHECK_EQ(waitpid(pid, &status, 0), pid);
+  CHECK(WIFEXITED(status));
+  CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
+struct sender {
+  int fd;
+  size_t len;
+};
+
+static void* send_pattern(void* arg) {
+  struct sender* s = (struct sender*)arg;
+  static unsigned char buf[65536];
+  for (size_t off = 0; off < s->len;) {
+    size_t n = s->len - off < sizeof(buf) ? s->len - off : sizeof(buf);
+    fill_pattern(buf, n, off);
+    write_all(s->fd, buf, n);
+    off += n;
+  }
+  CHECK(shutdown(s->fd, SHUT_WR) == 0);
+  return NULL;
+}
+
+/* Sends `len` pattern bytes on c, checks they come back, then EOF. */
+static void exchange_through_helper(int c, size_t len) {
+  struct sender snd = {c, len};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, send_pattern, &snd) == 0);
+  static unsigned char buf[65536];
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = read(c, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    CHECK(n > 0);
+    CHECK(check_pattern(buf, (size_t)n, got));
+    got += (size_t)n;
+  }
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(wait_for(c, POLLIN, 5000) & POLLIN);
+  CHECK_EQ(read(c, buf, sizeof(buf)), 0); /* the helper closed: EOF */
+  CHECK(close(c) == 0);
+}
+
+static void scenario_execv(void) {
+  int c, s;
+  make_pair(&c, &s);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    close(c);
+    char arg[16];
+    snprintf(arg, sizeof(arg), "%d", s);
+    char* argv[] = {self, "echo", arg, NULL};
+    execv(self, argv);
+    _exit(127);
+  }
+  CHECK(close(s) == 0); /* the helper holds the connection now */
+  exchange_through_helper(c, kBig);
+  reap(pid);
+}
+
+static void scenario_execvp(void) {
+  int c, s;
+  make_pair(&c, &s);
+  /* a second number for the same connection, inherited too */
+  int s2 = dup(s);
+  CHECK(s2 >= 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    close(c);
+    CHECK(fcntl(s, F_SETFD, FD_CLOEXEC) == 0); /* only s2 crosses */
+    char arg[16];
+    snprintf(arg, sizeof(arg), "%d", s2);
+    char* argv[] = {"exec_handover", "echo", arg, NULL};
+    execvp(self, argv);
+    _exit(127);
+  }
+  CHECK(close(s) == 0);
+  CHECK(close(s2) == 0);
+  exchange_through_helper(c, 1000);
+  reap(pid);
+}
+
+static void scenario_not_preloaded(void) {
+  int c, s;
+  make_pair(&c, &s);
+  if (!shm_mode()) CHECK_EQ(write(c, "tcp!", 4), 4);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    static char* env[256];
+    int n = 0;
+    for (char** e = environ; *e && n < 254; ++e) {
+      if (strncmp(*e, "LD_PRELOAD=", 11) != 0) env[n++] = *e;
+    }
+    env[n] = NULL;
+    char arg[16];
+    snprintf(arg, sizeof(arg), "%d", s);
+    char* argv[] = {self, "reset", arg, NULL};
+    execve(self, argv, env);
+    _exit(127);
+  }
+  reap(pid);
+  /* This process's end is untouched. */
+  char buf[8];
+  CHECK_EQ(write(c, "abc", 3), 3);
+  read_exact(s, buf, 3);
+  CHECK(close(s) == 0);
+  CHECK(close(c) == 0);
+}
+
+static void scenario_exec_fails(void) {
+  int c, s;
+  make_pair(&c, &s);
+  char* argv[] = {"nope", NULL};
+  CHECK_ERR(execv("/nonexistent/exec_handover", argv), ENOENT);
+  CHECK_ERR(execvp("/nonexistent/exec_handover", argv), ENOENT);
+  CHECK_ERR(execl("/nonexistent/exec_handover", "nope", (char*)NULL), ENOENT);
+  /* both ways, readiness included */
+  char buf[8];
+  CHECK_EQ(write(c, "ping", 4), 4);
+  CHECK(wait_for(s, POLLIN, 3000) & POLLIN);
+  read_exact(s, buf, 4);
+  CHECK(memcmp(buf, "ping", 4) == 0);
+  CHECK(wait_for(s, POLLOUT, 3000) & POLLOUT);
+  CHECK_EQ(write(s, "pong", 4), 4);
+  read_exact(c, buf, 4);
+  CHECK(memcmp(buf, "pong", 4) == 0);
+  CHECK(close(s) == 0);
+  CHECK(wait_for(c, POLLIN, 3000) & POLLIN);
+  CHECK_EQ(read(c, buf, sizeof(buf)), 0);
+  CHECK(close(c) == 0);
+}
+
+static void scenario_listener(void) {
+  int l = listen_on("127.0.0.1");
+  int port = port_of(l);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    char arg[16];
+    snprintf(arg, sizeof(arg), "%d", l);
+    execl(self, self, "accept", arg, (char*)NULL);
+    _exit(127);
+  }
+  CHECK(close(l) == 0);
+  int c = connect_to("127.0.0.1", port);
+  write_all(c, "hello", 5);
+  char buf[8];
+  read_exact(c, buf, 5);
+  CHECK(memcmp(buf, "world", 5) == 0);
+  CHECK(shutdown(c, SHUT_WR) == 0);
+  reap(pid);
+  CHECK(close(c) == 0);
+}
+
+static void scenario_hostile(void) {
+  int c, s;
+  make_pair(&c, &s);
+  if (!shm_mode()) CHECK_EQ(write(c, "tcp!", 4), 4);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    static char* env[256];
+    static char var[128];
+    int n = 0;
+    for (char** e = environ; *e && n < 253; ++e) env[n++] = *e;
+    /* the private descriptors are a file, stderr and /dev/null */
+    snprintf(var, sizeof(var), "VSOCKET_INHERITED=1;shm,s,1,2,0,%d,%d", c, s);
+    env[n++] = var;
+    env[n] = NULL;
+    char arg[16];
+    snprintf(arg, sizeof(arg), "%d", s);
+    char* argv[] = {self, "reset", arg, NULL};
+    syscall(SYS_execve, self, argv, env);
+    _exit(127);
+  }
+  reap(pid);
+  CHECK(close(s) == 0);
+  CHECK(close(c) == 0);
+}
+
+static int malformed(void) {
+  /* The constructor has seen a bad VSOCKET_INHERITED: nothing it names
+   * was touched and it is gone. */
+  CHECK(getenv("VSOCKET_INHERITED") == NULL || getenv("LD_PRELOAD") == NULL);
+  CHECK(fcntl(0, F_GETFD) >= 0);
+  CHECK(fcntl(1, F_GETFD) >= 0);
+  CHECK(fcntl(2, F_GETFD) >= 0);
+  int c, s;
+  make_pair(&c, &s);
+  CHECK_EQ(write(c, "x", 1), 1);
+  char b;
+  CHECK_EQ(read(s, &b, 1), 1);
+  close(c);
+  close(s);
+  printf("PASS\n");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  ptest_start(60);
+  if (argc == 2 && !strcmp(argv[1], "malformed")) return malformed();
+  if (argc == 3 && !strcmp(argv[1], "echo")) return helper_echo(atoi(argv[2]));
+  if (argc == 3 && !strcmp(argv[1], "reset")) return helper_reset(atoi(argv[2]));
+  if (argc == 3 && !strcmp(argv[1], "accept")) return helper_accept(atoi(argv[2]));
+  ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  CHECK(len > 0);
+  self[len] = '\0';
+  scenario_execv();
+  printf("execv ok\n");
+  scenario_execvp();
+  printf("execvp ok\n");
+  scenario_not_preloaded();
+  printf("not preloaded ok\n");
+  scenario_exec_fails();
+  printf("exec failure ok\n");
+  scenario_listener();
+  printf("listener ok\n");
+  scenario_hostile();
+  printf("hostile ok\n");
+  printf("PASS\n");
+  return 0;
+}
