@@ -10,6 +10,8 @@
  *     preloaded).
  *  6. a hostile VSOCKET_INHERITED naming a real inherited socket (passed by
  *     a raw execve system call, which no interposer sees): clean reset.
+ *  7. an exec'd image that inherits a connection and exits without closing
+ *     it stops holding it: the peer then sees EOF, not a reset.
  * usage: exec_handover            (the scenarios)
  *        exec_handover malformed  (run with a bad VSOCKET_INHERITED: the
  *                                  standard descriptors still work) */
@@ -265,6 +267,26 @@ static void scenario_hostile(void) {
   CHECK(close(c) == 0);
 }
 
+static void scenario_exit_without_close(void) {
+  int c, s;
+  make_pair(&c, &s);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    execlp("true", "true", (char*)NULL); /* inherits c and s */
+    _exit(127);
+  }
+  reap(pid);
+  write_all(s, "last", 4);
+  CHECK(close(s) == 0);
+  char buf[8];
+  read_exact(c, buf, 4);
+  CHECK(memcmp(buf, "last", 4) == 0);
+  CHECK(wait_for(c, POLLIN, 3000) & POLLIN);
+  CHECK_EQ(read(c, buf, sizeof(buf)), 0);
+  CHECK(close(c) == 0);
+}
+
 static int malformed(void) {
   /* The constructor has seen a bad VSOCKET_INHERITED: nothing it names
    * was touched and it is gone. */
@@ -304,6 +326,8 @@ int main(int argc, char** argv) {
   printf("listener ok\n");
   scenario_hostile();
   printf("hostile ok\n");
+  scenario_exit_without_close();
+  printf("exit without close ok\n");
   printf("PASS\n");
   return 0;
 }
