@@ -42,6 +42,20 @@ TEST_P(ExecHandover, InheritedSocketsKeepWorking) {
   }
 }
 
+// A thread of the exec'ing process is busy-polling the connection (so the
+// reader is not armed for wake-ups) when exec kills it: the new image must
+// still be woken by the peer's data.
+TEST(ExecHandoverSpin, ReaderSpinningAtExec) {
+  Options o;
+  o.run_options = {"--spin-us", "1000000"};
+  o.env["PTEST_MODE"] = "shm";
+  Result r = vsocket_preload_test::Run({ProgramPath("exec_handover"), "execvp"}, o);
+  EXPECT_PROGRAM_PASSED(r);
+  EXPECT_NE(r.out.find("helper echoed=1000 "), std::string::npos) << r.out;
+  Stats s = ParseStats(r.err);
+  EXPECT_EQ(s.shm_connections, 2 + 1) << r.err;
+}
+
 VSP_ALL_MODES(ExecHandover);
 
 // Values a preloaded program may find in its environment at startup; each

@@ -2,7 +2,9 @@
  * handed over and keeps working; everything around it fails cleanly.
  *  1. fork + execv of a preloaded helper that echoes 4 MiB both ways,
  *     poll()s the socket and closes it: the peer sees every byte and EOF.
- *  2. the same through execvp, with a few bytes.
+ *  2. the same through execvp, with a few bytes, through a dup'ed number,
+ *     a non-blocking socket (the flag survives) and epoll for readiness;
+ *     while another thread of the exec'ing process spins in read() on it.
  *  3. exec into an image that is not preloaded: ECONNRESET there (shm), the
  *     data itself (kernel TCP).
  *  4. an exec that fails leaves the socket working in the caller.
@@ -13,10 +15,13 @@
  *  7. an exec'd image that inherits a connection and exits without closing
  *     it stops holding it: the peer then sees EOF, not a reset.
  * usage: exec_handover            (the scenarios)
+ *        exec_handover execvp     (scenario 2 alone: run it with a long
+ *                                  VSOCKET_SPIN_US)
  *        exec_handover malformed  (run with a bad VSOCKET_INHERITED: the
  *                                  standard descriptors still work) */
 #include "ptest.h"
 
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -30,9 +35,25 @@ static int shm_mode(void) {
   return mode && !strcmp(mode, "shm");
 }
 
-/* Helper: echo everything until EOF, then close. */
-static int helper_echo(int fd) {
+/* Helper: echo everything until EOF, then close.  With `nonblocking`, the
+ * socket must arrive non-blocking and is waited for with epoll first. */
+static int helper_echo(int fd, int nonblocking) {
   CHECK(getenv("VSOCKET_INHERITED") == NULL); /* not for grandchildren */
+  if (nonblocking) {
+    CHECK(fcntl(fd, F_GETFL) & O_NONBLOCK);
+    char byte;
+    CHECK_ERR(read(fd, &byte, 1), EAGAIN);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data = {.fd = fd}};
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+    struct epoll_event got;
+    CHECK_EQ(epoll_wait(ep, &got, 1, 10000), 1);
+    CHECK_EQ(got.data.fd, fd);
+    CHECK(got.events & EPOLLIN);
+    close(ep);
+    set_nonblocking(fd, 0);
+  }
   CHECK(wait_for(fd, POLLIN, 10000) & POLLIN);
   CHECK(wait_for(fd, POLLOUT, 1000) & POLLOUT);
   static char buf[65536];
@@ -145,6 +166,12 @@ static void scenario_execv(void) {
   reap(pid);
 }
 
+static void* read_one(void* arg) {
+  char byte;
+  read(*(int*)arg, &byte, 1); /* dies with the exec before any data comes */
+  return NULL;
+}
+
 static void scenario_execvp(void) {
   int c, s;
   make_pair(&c, &s);
@@ -156,15 +183,32 @@ static void scenario_execvp(void) {
   if (pid == 0) {
     close(c);
     CHECK(fcntl(s, F_SETFD, FD_CLOEXEC) == 0); /* only s2 crosses */
+    /* A reader that busy-polls (VSOCKET_SPIN_US is high in this process
+     * and its exec'd image) when the exec kills it. */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, read_one, &s2) == 0);
+    sleep_ms(50);
+    set_nonblocking(s2, 1);
     char arg[16];
     snprintf(arg, sizeof(arg), "%d", s2);
-    char* argv[] = {"exec_handover", "echo", arg, NULL};
+    char* argv[] = {"exec_handover", "echo-nb", arg, NULL};
     execvp(self, argv);
     _exit(127);
   }
   CHECK(close(s) == 0);
   CHECK(close(s2) == 0);
-  exchange_through_helper(c, 1000);
+  sleep_ms(300); /* the spinning reader is gone by then */
+  /* Data alone (no end of stream behind it) must wake the helper. */
+  unsigned char buf[1000];
+  fill_pattern(buf, sizeof(buf), 0);
+  write_all(c, buf, sizeof(buf));
+  memset(buf, 0, sizeof(buf));
+  read_exact(c, buf, sizeof(buf));
+  CHECK(check_pattern(buf, sizeof(buf), 0));
+  CHECK(shutdown(c, SHUT_WR) == 0);
+  CHECK(wait_for(c, POLLIN, 5000) & POLLIN);
+  CHECK_EQ(read(c, buf, sizeof(buf)), 0);
+  CHECK(close(c) == 0);
   reap(pid);
 }
 
@@ -308,12 +352,18 @@ static int malformed(void) {
 int main(int argc, char** argv) {
   ptest_start(60);
   if (argc == 2 && !strcmp(argv[1], "malformed")) return malformed();
-  if (argc == 3 && !strcmp(argv[1], "echo")) return helper_echo(atoi(argv[2]));
+  if (argc == 3 && !strcmp(argv[1], "echo")) return helper_echo(atoi(argv[2]), 0);
+  if (argc == 3 && !strcmp(argv[1], "echo-nb")) return helper_echo(atoi(argv[2]), 1);
   if (argc == 3 && !strcmp(argv[1], "reset")) return helper_reset(atoi(argv[2]));
   if (argc == 3 && !strcmp(argv[1], "accept")) return helper_accept(atoi(argv[2]));
   ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
   CHECK(len > 0);
   self[len] = '\0';
+  if (argc == 2 && !strcmp(argv[1], "execvp")) {
+    scenario_execvp();
+    printf("PASS\n");
+    return 0;
+  }
   scenario_execv();
   printf("execv ok\n");
   scenario_execvp();
