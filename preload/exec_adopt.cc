@@ -105,8 +105,22 @@ void GiveUp(const std::vector<int>& fds) {
   }
 }
 
+// Every descriptor may appear in one entry only (a hostile variable could
+// otherwise make two objects own one descriptor).  Returns false if one of
+// `fds` was named before; records them all otherwise.
+bool NamedOnce(std::vector<int>* named, const std::vector<int>& fds) {
+  for (int fd : fds) {
+    for (int seen : *named) {
+      if (fd == seen) return false;
+    }
+  }
+  named->insert(named->end(), fds.begin(), fds.end());
+  return true;
+}
+
 // "shm,<c|s>,<segment>,<side>,<sink>,<tcp>,<fds>"
-const char* AdoptConnection(const std::vector<std::string>& f) {
+const char* AdoptConnection(const std::vector<std::string>& f,
+                            std::vector<int>* named) {
   std::vector<int> fds;
   ShmTransport::InheritedFds inherited;
   if (f.size() != 7 || (f[1] != "c" && f[1] != "s") ||
@@ -125,15 +139,15 @@ const char* AdoptConnection(const std::vector<std::string>& f) {
     GiveUp(fds);
     return "bad descriptor numbers";
   }
-  for (int fd : fds) {
-    for (int priv : {inherited.segment, inherited.side, inherited.sink,
-                     inherited.tcp}) {
-      if (fd == priv) {
-        GiveUp(fds);
-        return "a number appears twice";
-      }
-    }
+  std::vector<int> all = fds;
+  all.insert(all.end(), {inherited.segment, inherited.side, inherited.sink,
+                         inherited.tcp});
+  std::vector<int> entry_named;
+  if (!NamedOnce(&entry_named, all)) {
+    GiveUp(fds);
+    return "a number appears twice";
   }
+  if (!NamedOnce(named, all)) return "a number appears in two entries";
   const char* why = nullptr;
   auto role = f[1] == "c" ? ShmTransport::Role::kClient : ShmTransport::Role::kServer;
   auto transport = ShmTransport::AdoptInherited(role, fds.front(), inherited, &why);
@@ -170,15 +184,18 @@ bool IsListenerMarker(int fd) {
 }
 
 // "listen,<marker|-1>,<fds>"
-const char* AdoptListener(const std::vector<std::string>& f) {
+const char* AdoptListener(const std::vector<std::string>& f,
+                          std::vector<int>* named) {
   std::vector<int> fds;
   int marker = -1;
   if (f.size() != 3 || !ParseFd(f[1], true, &marker) || !ParseNumbers(f[2], &fds))
     return "malformed listener entry";
   if (!IsListeningInetSocket(fds.front())) return "not a listening TCP socket";
-  for (int fd : fds) {
-    if (fd == marker) return "a number appears twice";
-  }
+  std::vector<int> all = fds;
+  if (marker >= 0) all.push_back(marker);
+  std::vector<int> entry_named;
+  if (!NamedOnce(&entry_named, all)) return "a number appears twice";
+  if (!NamedOnce(named, all)) return "a number appears in two entries";
   const char* problem = nullptr;
   if (marker >= 0 && !IsListenerMarker(marker)) {
     problem = "not a listener marker";  // left alone; the listener still works
@@ -212,10 +229,11 @@ void AdoptInheritedSockets() {
   }
   int failed = 0;
   const char* first_problem = nullptr;
+  std::vector<int> named;  // descriptors named by the entries so far
   for (size_t i = 1; i < entries.size(); ++i) {
     std::vector<std::string> fields = Split(entries[i], ',');
-    const char* problem = fields[0] == "shm"      ? AdoptConnection(fields)
-                          : fields[0] == "listen" ? AdoptListener(fields)
+    const char* problem = fields[0] == "shm" ? AdoptConnection(fields, &named)
+                          : fields[0] == "listen" ? AdoptListener(fields, &named)
                                                   : "unknown entry";
     if (problem) {
       ++failed;
