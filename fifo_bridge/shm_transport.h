@@ -91,6 +91,10 @@ class ShmTransport final : public Transport, public LivenessTarget {
   // Returns what was taken, for GiveBackSpinners() if exec fails.
   uint32_t TakeLocalSpinners();
   void GiveBackSpinners(uint32_t count);
+  // The parent's busy-polling threads are not this child's.
+  void AfterForkInChild() override {
+    local_spinners_.store(0, std::memory_order_relaxed);
+  }
   // In the new image: rebuilds this side from inherited descriptors and
   // re-watches its liveness connection and sink.  `user_fd` is the wait
   // socket, which the transport names but never closes.  Descriptors not of
