@@ -14,6 +14,7 @@
  *     a raw execve system call, which no interposer sees): clean reset.
  *  7. an exec'd image that inherits a connection and exits without closing
  *     it stops holding it: the peer then sees EOF, not a reset.
+ *  8. SO_RCVTIMEO set before exec bounds a read in the new image.
  * usage: exec_handover            (the scenarios)
  *        exec_handover execvp     (scenario 2 alone: run it with a long
  *                                  VSOCKET_SPIN_US)
@@ -100,6 +101,20 @@ static int helper_accept(int lfd) {
   CHECK(close(s) == 0);
   CHECK(close(lfd) == 0);
   printf("helper accepted\n");
+  return 0;
+}
+
+/* Helper: a read with nothing to read times out (SO_RCVTIMEO from the
+ * image before exec), then answer and close. */
+static int helper_timeout(int fd) {
+  char byte;
+  int64_t start = now_ms();
+  CHECK_ERR(read(fd, &byte, 1), EAGAIN);
+  int64_t waited = now_ms() - start;
+  CHECK(waited >= 80 && waited < 5000);
+  write_all(fd, "done", 4);
+  CHECK(close(fd) == 0);
+  printf("helper timed out after %lld ms\n", (long long)waited);
   return 0;
 }
 
@@ -331,6 +346,30 @@ static void scenario_exit_without_close(void) {
   CHECK(close(c) == 0);
 }
 
+static void scenario_timeout(void) {
+  int c, s;
+  make_pair(&c, &s);
+  struct timeval tv = {0, 100000};
+  CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    close(c);
+    char arg[16];
+    snprintf(arg, sizeof(arg), "%d", s);
+    execl(self, self, "timeout", arg, (char*)NULL);
+    _exit(127);
+  }
+  CHECK(close(s) == 0);
+  char buf[8];
+  read_exact(c, buf, 4);
+  CHECK(memcmp(buf, "done", 4) == 0);
+  CHECK(wait_for(c, POLLIN, 5000) & POLLIN);
+  CHECK_EQ(read(c, buf, sizeof(buf)), 0);
+  CHECK(close(c) == 0);
+  reap(pid);
+}
+
 static int malformed(void) {
   /* The constructor has seen a bad VSOCKET_INHERITED: nothing it names
    * was touched and it is gone. */
@@ -356,6 +395,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && !strcmp(argv[1], "echo-nb")) return helper_echo(atoi(argv[2]), 1);
   if (argc == 3 && !strcmp(argv[1], "reset")) return helper_reset(atoi(argv[2]));
   if (argc == 3 && !strcmp(argv[1], "accept")) return helper_accept(atoi(argv[2]));
+  if (argc == 3 && !strcmp(argv[1], "timeout")) return helper_timeout(atoi(argv[2]));
   ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
   CHECK(len > 0);
   self[len] = '\0';
@@ -378,6 +418,8 @@ int main(int argc, char** argv) {
   printf("hostile ok\n");
   scenario_exit_without_close();
   printf("exit without close ok\n");
+  scenario_timeout();
+  printf("timeout ok\n");
   printf("PASS\n");
   return 0;
 }
