@@ -15,6 +15,8 @@
  *  7. an exec'd image that inherits a connection and exits without closing
  *     it stops holding it: the peer then sees EOF, not a reset.
  *  8. SO_RCVTIMEO set before exec bounds a read in the new image.
+ *  9. a process re-execs itself (no fork) holding both ends of a connection
+ *     with unread data in flight, and a listener: all keep working.
  * usage: exec_handover            (the scenarios)
  *        exec_handover execvp     (scenario 2 alone: run it with a long
  *                                  VSOCKET_SPIN_US)
@@ -115,6 +117,31 @@ static int helper_timeout(int fd) {
   write_all(fd, "done", 4);
   CHECK(close(fd) == 0);
   printf("helper timed out after %lld ms\n", (long long)waited);
+  return 0;
+}
+
+/* Helper: the re-exec'd image of scenario 9. */
+static int helper_reexec(int c, int s, int l) {
+  char buf[16];
+  read_exact(s, buf, 6); /* written before the exec, never read */
+  CHECK(memcmp(buf, "before", 6) == 0);
+  write_all(s, "after", 5);
+  read_exact(c, buf, 5);
+  CHECK(memcmp(buf, "after", 5) == 0);
+  int c2 = connect_to("127.0.0.1", port_of(l));
+  int s2 = accept(l, NULL, NULL);
+  CHECK(s2 >= 0);
+  write_all(c2, "new", 3);
+  read_exact(s2, buf, 3);
+  CHECK(memcmp(buf, "new", 3) == 0);
+  CHECK(close(c2) == 0);
+  CHECK_EQ(read(s2, buf, sizeof(buf)), 0);
+  CHECK(close(s2) == 0);
+  CHECK(close(c) == 0);
+  CHECK_EQ(read(s, buf, sizeof(buf)), 0);
+  CHECK(close(s) == 0);
+  CHECK(close(l) == 0);
+  printf("helper re-exec ok\n");
   return 0;
 }
 
@@ -370,6 +397,25 @@ static void scenario_timeout(void) {
   reap(pid);
 }
 
+static void scenario_reexec(void) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    /* This child is the process that re-execs itself. */
+    int c, s;
+    make_pair(&c, &s);
+    int l = listen_on("127.0.0.1");
+    write_all(c, "before", 6);
+    char a[16], b[16], d[16];
+    snprintf(a, sizeof(a), "%d", c);
+    snprintf(b, sizeof(b), "%d", s);
+    snprintf(d, sizeof(d), "%d", l);
+    execl(self, self, "reexec", a, b, d, (char*)NULL);
+    _exit(127);
+  }
+  reap(pid);
+}
+
 static int malformed(void) {
   /* The constructor has seen a bad VSOCKET_INHERITED: nothing it names
    * was touched and it is gone. */
@@ -396,6 +442,8 @@ int main(int argc, char** argv) {
   if (argc == 3 && !strcmp(argv[1], "reset")) return helper_reset(atoi(argv[2]));
   if (argc == 3 && !strcmp(argv[1], "accept")) return helper_accept(atoi(argv[2]));
   if (argc == 3 && !strcmp(argv[1], "timeout")) return helper_timeout(atoi(argv[2]));
+  if (argc == 5 && !strcmp(argv[1], "reexec"))
+    return helper_reexec(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
   ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
   CHECK(len > 0);
   self[len] = '\0';
@@ -420,6 +468,8 @@ int main(int argc, char** argv) {
   printf("exit without close ok\n");
   scenario_timeout();
   printf("timeout ok\n");
+  scenario_reexec();
+  printf("re-exec ok\n");
   printf("PASS\n");
   return 0;
 }
