@@ -32,8 +32,22 @@
 // reset, as a non-preloaded image would see them; descriptors that are not
 // what the entry says are never touched.
 //
-// Thread safety: ExecExport belongs to the thread that calls exec;
-// AdoptInheritedSockets runs once, before main().
+// Who owns which descriptor: the application's numbers are the
+// application's, before and after.  In the old image the private ones stay
+// owned by the objects that own them anyway (ShmSegment: the segment file;
+// ShmTransport: the SideState memfd and the liveness TCP socket; Doorbell:
+// the sink; VirtualSocket: a listener's marker); ExecExport only flips
+// their FD_CLOEXEC, and the kernel carries them into the new image, where
+// ShmTransport::AdoptInherited (or, for a marker, the adopted
+// VirtualSocket) takes them over, and closes those of an entry that fails
+// its deeper checks.  A descriptor that is not of the kind its entry says
+// is never closed or changed.
+//
+// Threads: ExecExport belongs to the thread that calls exec; other threads
+// may go on using the sockets until the exec kills them.
+// AdoptInheritedSockets runs once, on the thread running the library
+// constructor, before main(); the adopted connections are then watched by
+// the new image's liveness watcher thread.
 #ifndef VSOCKET_PRELOAD_EXEC_HANDOVER_H_
 #define VSOCKET_PRELOAD_EXEC_HANDOVER_H_
 
