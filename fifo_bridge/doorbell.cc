@@ -70,6 +70,26 @@ void DrainDatagrams(int fd) {
   }
 }
 
+// The abstract name `fd` is bound to, without the leading NUL, if it is a
+// Unix datagram socket; "" otherwise.
+std::string BoundDatagramName(int fd) {
+  int type = 0;
+  socklen_t type_len = sizeof(type);
+  struct sockaddr_un addr {};
+  socklen_t len = sizeof(addr);
+  if (sys::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) != 0 ||
+      type != SOCK_DGRAM ||
+      sys::getsockname(fd, reinterpret_cast<struct sockaddr*>(&addr), &len) != 0 ||
+      addr.sun_family != AF_UNIX) {
+    return "";
+  }
+  size_t path_len = len > offsetof(struct sockaddr_un, sun_path)
+                        ? len - offsetof(struct sockaddr_un, sun_path)
+                        : 0;
+  if (path_len < 2 || addr.sun_path[0] != '\0') return "";
+  return std::string(addr.sun_path + 1, path_len - 1);
+}
+
 }  // namespace
 
 Doorbell::~Doorbell() { Close(); }
@@ -102,6 +122,34 @@ int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
   wait_fd_ = wait_fd;
   sink_fd_ = sys::MovePrivate(sink_fd);
   hangup_fd_ = hangup_fd;
+  return 0;
+}
+
+int Doorbell::AdoptInherited(int wait_fd, int sink_fd, char my_role) {
+  if (my_role != 'c' && my_role != 's') return -EINVAL;
+  std::string wait_name = BoundDatagramName(wait_fd);
+  std::string sink_name = BoundDatagramName(sink_fd);
+  // "vsk1/<key>/<role><kind>": the same "vsk1/<key>/" prefix on both.
+  constexpr size_t kSuffix = 2;  // <role><kind>
+  if (wait_name.size() <= 5 + kSuffix || wait_name.size() != sink_name.size() ||
+      wait_name.compare(0, 5, "vsk1/") != 0 ||
+      wait_name.compare(0, wait_name.size() - kSuffix, sink_name, 0,
+                        sink_name.size() - kSuffix) != 0 ||
+      wait_name[wait_name.size() - 3] != '/' ||
+      wait_name.substr(wait_name.size() - kSuffix) != std::string{my_role, 'A'} ||
+      sink_name.substr(sink_name.size() - kSuffix) != std::string{my_role, 'K'}) {
+    return -EINVAL;
+  }
+  std::string key = wait_name.substr(5, wait_name.size() - 5 - 3);
+  char peer_role = my_role == 'c' ? 's' : 'c';
+  my_wait_len_ = MakeAddress(key, my_role, 'A', &my_wait_addr_);
+  peer_wait_len_ = MakeAddress(key, peer_role, 'A', &peer_wait_addr_);
+  peer_sink_len_ = MakeAddress(key, peer_role, 'K', &peer_sink_addr_);
+  wait_fd_ = wait_fd;
+  sink_fd_ = sink_fd;
+  // The old image's duplicate was close-on-exec.  Without one, hang-ups are
+  // not shown (POLLRDHUP); the data path does not need it.
+  hangup_fd_ = sys::DupPrivate(wait_fd);
   return 0;
 }
 

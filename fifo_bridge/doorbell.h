@@ -43,6 +43,13 @@ class Doorbell {
   // (-EADDRINUSE when a name is taken).
   int Open(const std::string& key, char my_role, char peer_role);
 
+  // A doorbell handed over across exec: `wait_fd` and `sink_fd` must be Unix
+  // datagram sockets bound to this side's names of one connection
+  // ("vsk1/<key>/<my_role>A" and ".../<my_role>K"); the peer's names follow
+  // from the key.  Returns 0 (the doorbell now owns both descriptors) or
+  // -EINVAL (it owns neither).
+  int AdoptInherited(int wait_fd, int sink_fd, char my_role);
+
   // The wait socket.  The owner may move it to another descriptor number
   // (dup2) and report the new number with set_wait_fd.
   int wait_fd() const { return wait_fd_; }

@@ -57,6 +57,7 @@ size_t SegmentBytes(uint64_t capacity) {
 
 ShmSegment::~ShmSegment() {
   if (base_) ::munmap(base_, bytes_);
+  if (fd_ >= 0) sys::close(fd_);
 }
 
 RingControl* ShmSegment::control(Direction d) const {
@@ -79,6 +80,7 @@ int ShmSegment::MapFile(int fd, uint64_t capacity,
   segment->bytes_ = bytes;
   segment->capacity_ = capacity;
   segment->header_ = static_cast<SegmentHeader*>(base);
+  segment->fd_ = sys::MovePrivate(fd);
   *out = std::move(segment);
   return 0;
 }
@@ -105,8 +107,8 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   } else {
     err = MapFile(fd, capacity, out);
   }
-  sys::close(fd);
   if (err != 0) {
+    sys::close(fd);
     ::unlink(path.c_str());
     return err;
   }
@@ -130,36 +132,53 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   return 0;
 }
 
+int ShmSegment::ValidateAndMap(int fd, std::unique_ptr<ShmSegment>* out) {
+  struct stat st;
+  SegmentHeader header;
+  if (::fstat(fd, &st) != 0) return -errno;
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return -EPERM;
+  }
+  if (::pread(fd, &header, sizeof(header), 0) !=
+      static_cast<ssize_t>(sizeof(header))) {
+    return -EINVAL;
+  }
+  if (header.magic != kSegmentMagic || header.version != kSegmentVersion ||
+      header.header_bytes != kSegmentHeaderBytes ||
+      !IsValidCapacity(header.ring_capacity) ||
+      static_cast<uint64_t>(st.st_size) != SegmentBytes(header.ring_capacity)) {
+    return -EINVAL;
+  }
+  return MapFile(fd, header.ring_capacity, out);
+}
+
 int ShmSegment::OpenOffer(const std::string& key,
                           std::unique_ptr<ShmSegment>* out) {
   std::string path = Directory() + "/" + key;
   int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -errno;
-  struct stat st;
-  SegmentHeader header;
-  int err = 0;
-  if (::fstat(fd, &st) != 0) {
-    err = -errno;
-  } else if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-             (st.st_mode & 077) != 0) {
-    err = -EPERM;
-  } else if (::pread(fd, &header, sizeof(header), 0) !=
-             static_cast<ssize_t>(sizeof(header))) {
-    err = -EINVAL;
-  } else if (header.magic != kSegmentMagic ||
-             header.version != kSegmentVersion ||
-             header.header_bytes != kSegmentHeaderBytes ||
-             !IsValidCapacity(header.ring_capacity) ||
-             static_cast<uint64_t>(st.st_size) !=
-                 SegmentBytes(header.ring_capacity)) {
-    err = -EINVAL;
-  } else {
-    err = MapFile(fd, header.ring_capacity, out);
+  int err = ValidateAndMap(fd, out);
+  if (err != 0) {
+    sys::close(fd);
+    return err;
   }
-  sys::close(fd);
-  if (err != 0) return err;
   (*out)->path_ = path;
   (*out)->linked_ = true;
+  return 0;
+}
+
+int ShmSegment::AdoptInherited(int fd, std::unique_ptr<ShmSegment>* out) {
+  int flags = sys::fcntl(fd, F_GETFL);
+  std::unique_ptr<ShmSegment> segment;
+  if (flags < 0 || (flags & O_ACCMODE) != O_RDWR ||
+      ValidateAndMap(fd, &segment) != 0) {
+    sys::close(fd);
+    return -EINVAL;
+  }
+  if (segment->header_->claim.load(std::memory_order_acquire) != kClaimed)
+    return -EINVAL;  // the segment's destructor closes the descriptor
+  *out = std::move(segment);
   return 0;
 }
 

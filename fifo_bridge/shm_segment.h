@@ -11,6 +11,11 @@
 //
 // The header is untrusted once the segment is shared: each side copies and
 // validates the fields it needs at open time and never re-reads them.
+//
+// Each ShmSegment keeps the file's descriptor (private range, close-on-exec)
+// for as long as it maps it: once the name is gone, that descriptor is the
+// only way to hand the memory to a new program image across exec
+// (fifo_bridge/shm_handover.cc).
 #ifndef VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_
 #define VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_
 
@@ -60,8 +65,17 @@ class ShmSegment {
   static int OpenOffer(const std::string& key,
                        std::unique_ptr<ShmSegment>* out);
 
+  // A segment handed over across exec: `fd` is the inherited descriptor of
+  // the file, which must be private to this user and hold a valid, claimed
+  // segment.  Takes ownership of `fd` (closed on failure).  Returns 0 or
+  // -EINVAL.
+  static int AdoptInherited(int fd, std::unique_ptr<ShmSegment>* out);
+
   // Removes the name; the mapping stays valid.  Idempotent.
   void Unlink();
+
+  // The descriptor of the file (owned by this object), -1 if none.
+  int fd() const { return fd_; }
 
   SegmentHeader* header() const { return header_; }
   uint64_t capacity() const { return capacity_; }
@@ -70,10 +84,15 @@ class ShmSegment {
 
  private:
   ShmSegment() = default;
+  // Maps the file and keeps `fd` (moved to the private range) on success.
   static int MapFile(int fd, uint64_t capacity, std::unique_ptr<ShmSegment>* out);
+  // Checks ownership, mode, header and size, then maps.  Keeps `fd` on
+  // success; returns 0 or -errno.
+  static int ValidateAndMap(int fd, std::unique_ptr<ShmSegment>* out);
 
   std::string path_;
   bool linked_ = false;
+  int fd_ = -1;
   void* base_ = nullptr;
   size_t bytes_ = 0;
   uint64_t capacity_ = 0;

@@ -78,9 +78,11 @@ class SpinScope {
 std::unique_ptr<ShmTransport> ShmTransport::Create(
     Role role, std::unique_ptr<ShmSegment> segment,
     std::unique_ptr<Doorbell> doorbell, int tcp_fd, int64_t claim_deadline_ns) {
-  SideState* side = CreateSideState();
+  int side_fd = -1;
+  SideState* side = CreateSideState(&side_fd);
   if (!side) return nullptr;
   std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->side_fd_ = side_fd;
   bool client = role == Role::kClient;
   Direction tx = client ? Direction::kClientToServer : Direction::kServerToClient;
   Direction rx = client ? Direction::kServerToClient : Direction::kClientToServer;
@@ -110,7 +112,7 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
 }
 
 ShmTransport::~ShmTransport() {
-  if (side_) DestroySideState(side_);
+  if (side_) DestroySideState(side_, side_fd_);
 }
 
 TransportKind ShmTransport::kind() const {
@@ -273,11 +275,13 @@ void ShmTransport::UpdateHangup() {
 }
 
 void ShmTransport::BeginSpin() {
+  local_spinners_.fetch_add(1, std::memory_order_relaxed);
   if (side_->spinners.fetch_add(1, std::memory_order_seq_cst) == 0)
     rx_->reader_wake.fetch_and(~kReaderArmed, std::memory_order_seq_cst);
 }
 
 void ShmTransport::EndSpin() {
+  local_spinners_.fetch_sub(1, std::memory_order_relaxed);
   if (side_->spinners.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
   rx_->reader_wake.fetch_or(kReaderArmed, std::memory_order_seq_cst);
   if (consumer_->Available() != 0) SignalSelf();

@@ -74,6 +74,39 @@ class ShmTransport final : public Transport, public LivenessTarget {
   // client already wrote data.
   void AfterClaim();
 
+  // ---- Handover across exec (defined in fifo_bridge/shm_handover.cc) ----
+  // The private descriptors a new program image needs, besides the user's.
+  struct InheritedFds {
+    int segment = -1;  // the segment file (ShmSegment::fd())
+    int side = -1;     // the SideState memfd
+    int sink = -1;     // the doorbell's sink
+    int tcp = -1;      // the liveness TCP connection
+  };
+  Role role() const { return role_; }
+  // True when the connection can be handed to a new image: claimed, not
+  // revoked, and every private descriptor exists.
+  bool CanHandOver();
+  InheritedFds inherited_fds() const;
+  // Just before the exec system call: the calling process's busy-polling
+  // threads die with exec, so their count leaves SideState::spinners.
+  // Returns what was taken, for GiveBackSpinners() if exec fails.
+  uint32_t TakeLocalSpinners();
+  void GiveBackSpinners(uint32_t count);
+  // The parent's busy-polling threads are not this child's.
+  void AfterForkInChild() override {
+    local_spinners_.store(0, std::memory_order_relaxed);
+  }
+  // In the new image: rebuilds this side from inherited descriptors and
+  // re-watches its liveness connection and sink.  `user_fd` is the wait
+  // socket, which the transport names but never closes.  Descriptors not of
+  // the kind `fds` says (a regular file, a Unix datagram socket, a TCP
+  // socket) are left alone and nullptr is returned; past that check the
+  // four private descriptors belong to the transport, or are closed if a
+  // deeper check fails.  *why says what failed.
+  static std::unique_ptr<ShmTransport> AdoptInherited(Role role, int user_fd,
+                                                      const InheritedFds& fds,
+                                                      const char** why);
+
   // Liveness watcher thread: the TCP connection reported EOF or an error.
   bool OnLivenessEvent() override;
   // Watcher thread: the peer asked us to drain its filler (see
@@ -126,6 +159,10 @@ class ShmTransport final : public Transport, public LivenessTarget {
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<Doorbell> doorbell_;
   SideState* side_ = nullptr;
+  int side_fd_ = -1;  // the memfd behind side_ (-1: anonymous page)
+  // Threads of this process inside BeginSpin/EndSpin (side_->spinners
+  // counts those of every process sharing the connection).
+  std::atomic<uint32_t> local_spinners_{0};
   RingControl* tx_ = nullptr;
   RingControl* rx_ = nullptr;
   std::unique_ptr<RingProducer> producer_;

@@ -1,9 +1,14 @@
 #include "fifo_bridge/side_state.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <new>
+
+#include "vsocket/real_libc.h"
 
 namespace vsocket::fifo {
 namespace {
@@ -17,12 +22,33 @@ void InitRobustMutex(pthread_mutex_t* mutex) {
   pthread_mutexattr_destroy(&attr);
 }
 
+constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+
+// A sealed memfd of kSideStateBytes in the private range, or -1.
+int CreateBackingFile() {
+  int fd = ::memfd_create("vsocket-side", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (::ftruncate(fd, kSideStateBytes) != 0 ||
+      sys::fcntl(fd, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) {
+    sys::close(fd);
+    return -1;
+  }
+  return sys::MovePrivate(fd);
+}
+
 }  // namespace
 
-SideState* CreateSideState() {
-  void* page = ::mmap(nullptr, sizeof(SideState), PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED) return nullptr;
+SideState* CreateSideState(int* fd) {
+  *fd = CreateBackingFile();
+  void* page = ::mmap(nullptr, kSideStateBytes, PROT_READ | PROT_WRITE,
+                      *fd >= 0 ? MAP_SHARED : MAP_SHARED | MAP_ANONYMOUS, *fd, 0);
+  if (page == MAP_FAILED) {
+    int err = errno;
+    if (*fd >= 0) sys::close(*fd);
+    *fd = -1;
+    errno = err;
+    return nullptr;
+  }
   auto* state = new (page) SideState();
   InitRobustMutex(&state->send_lock);
   InitRobustMutex(&state->recv_lock);
@@ -35,8 +61,23 @@ SideState* CreateSideState() {
   return state;
 }
 
-void DestroySideState(SideState* state) {
-  if (state) ::munmap(state, sizeof(SideState));
+SideState* MapInheritedSideState(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return nullptr;
+  int seals = sys::fcntl(fd, F_GET_SEALS);
+  if (!S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(kSideStateBytes) ||
+      seals < 0 || (seals & kSizeSeals) != kSizeSeals) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void* page = ::mmap(nullptr, kSideStateBytes, PROT_READ | PROT_WRITE,
+                      MAP_SHARED, fd, 0);
+  return page == MAP_FAILED ? nullptr : static_cast<SideState*>(page);
+}
+
+void DestroySideState(SideState* state, int fd) {
+  if (state) ::munmap(state, kSideStateBytes);
+  if (fd >= 0) sys::close(fd);
 }
 
 SideLock::SideLock(pthread_mutex_t* mutex) : mutex_(mutex) {

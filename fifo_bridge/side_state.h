@@ -1,7 +1,10 @@
 // State private to one side of a shared-memory connection, kept in its own
-// MAP_SHARED anonymous page so that processes forked from the owner share it
-// (POSIX: a socket stays usable in a forked child) while the peer never sees
-// it.  Holds the authoritative ring indices, the locks that serialise
+// MAP_SHARED page so that processes forked from the owner share it (POSIX: a
+// socket stays usable in a forked child) while the peer never sees it.  The
+// page is a sealed memfd (size fixed), so that it can also be handed to a new
+// program image across exec (fifo_bridge/shm_handover.cc): the descriptor is
+// private (sys::DupPrivate range), close-on-exec, and owned by whoever
+// created or adopted the mapping.  Holds the authoritative ring indices, the locks that serialise
 // producers and consumers across threads and forked processes, and the
 // count of processes that still hold the connection.
 #ifndef VSOCKET_FIFO_BRIDGE_SIDE_STATE_H_
@@ -35,9 +38,20 @@ struct SideState {
   std::atomic<int32_t> pending_error;  // for SO_ERROR
 };
 
-// Maps and initialises a SideState; nullptr with errno on failure.
-SideState* CreateSideState();
-void DestroySideState(SideState* state);
+// Bytes of the mapping (one page).
+inline constexpr size_t kSideStateBytes = 4096;
+static_assert(sizeof(SideState) <= kSideStateBytes);
+
+// Maps and initialises a SideState; nullptr with errno on failure.  *fd gets
+// the memfd behind it (private, close-on-exec), or -1 when memfd_create is
+// unavailable and the page is anonymous (it then cannot cross exec).
+SideState* CreateSideState(int* fd);
+// Maps the SideState behind an inherited descriptor after checking that it
+// is a sealed regular file of exactly kSideStateBytes; nullptr with errno
+// (EINVAL for anything else).  Does not take ownership of `fd`.
+SideState* MapInheritedSideState(int fd);
+// Unmaps `state` and closes `fd` (either may be null/-1).
+void DestroySideState(SideState* state, int fd);
 
 // Scoped lock on a robust process-shared mutex; recovers a mutex whose holder
 // died (the state it guards is indices that stay consistent at every store).

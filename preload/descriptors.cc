@@ -126,6 +126,16 @@ void NoteVirtualFd(int fd) {
   }
 }
 
+void NoteAdoptedSocket(const std::shared_ptr<VirtualSocket>& vs,
+                       const std::vector<int>& fds) {
+  std::lock_guard<std::mutex> lock(St().mutex);
+  for (int fd : fds) {
+    RegisterSocket(fd, vs);
+    NoteVirtualFd(fd);
+    if (fd != fds.front()) AddAlias(vs.get(), fds.front(), fd);
+  }
+}
+
 int HighestVirtualFd() { return g_highest.load(std::memory_order_relaxed); }
 
 int Duplicate(DupOp op, int oldfd, int target, int flags) {

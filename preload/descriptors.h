@@ -16,6 +16,13 @@
 #ifndef VSOCKET_PRELOAD_DESCRIPTORS_H_
 #define VSOCKET_PRELOAD_DESCRIPTORS_H_
 
+#include <memory>
+#include <vector>
+
+namespace vsocket {
+class VirtualSocket;
+}
+
 namespace vsocket::preload {
 
 // Once, from the library constructor, after the SocketTable exists (its
@@ -24,6 +31,10 @@ void InitDescriptors();
 
 // A new number refers to a virtual socket (socket, accept, dup).
 void NoteVirtualFd(int fd);
+// A socket inherited across exec (exec_adopt.cc) is known by `fds`, all of
+// them open descriptors of one file: registers each as a number of `vs`.
+void NoteAdoptedSocket(const std::shared_ptr<VirtualSocket>& vs,
+                       const std::vector<int>& fds);
 // No number above this ever referred to a virtual socket (for scans).
 int HighestVirtualFd();
 

@@ -1,80 +1,61 @@
 // execve, execv, execvp, execvpe, execl, execlp, execle, fexecve, execveat.
 //
-// A new program image cannot use a shared-memory connection: the rings and
-// the per-side state are mappings, and mappings do not survive exec.  So
-// before the exec system call:
-//  - every virtual socket of this process is released as close() would
-//    release it: a process that forked (fork handlers counted it as one more
-//    holder of each connection) and now execs no longer holds them, and the
-//    peer sees FIN once the last real holder closes;
-//  - a shared-memory socket that the new image inherits (no FD_CLOEXEC) is
-//    replaced, at the same number, by a Unix socket whose peer is gone with
-//    a reset pending: the new program's first read fails with ECONNRESET,
-//    then reads return 0 and writes fail with EPIPE.  Without this it would
-//    read the wake-up datagrams of the wait socket as if they were data.
-//    Kernel-TCP connections are inherited unchanged and keep working.
-// In a vfork() child, which shares the parent's memory, only the second step
-// runs (the descriptor table is the child's own).  posix_spawn(), system()
-// and popen() run exec inside libc where it cannot be seen: inherited
-// shared-memory sockets are then not replaced (see docs/COMPATIBILITY.md).
+// The rings and the per-side state are mappings, and mappings do not survive
+// exec.  So before the exec system call (ExecExport, exec_handover.h):
+//  - when the new image will be preloaded with this library (LD_PRELOAD in
+//    the environment the call passes), each claimed shared-memory connection
+//    and each listener that the new image inherits (a number without
+//    FD_CLOEXEC) is handed over: its private descriptors stay open across
+//    the exec and VSOCKET_INHERITED describes it to the new image's
+//    interposer, which carries on with it at the same numbers;
+//  - every other virtual socket of this process is released as close()
+//    would release it: a process that forked (fork handlers counted it as one
+//    more holder of each connection) and now execs no longer holds them, and
+//    the peer sees FIN once the last real holder closes;
+//  - a shared-memory socket that the new image inherits without a handover
+//    (a new image that is not preloaded, an unclaimed offer that another
+//    process still holds) is replaced, at the same number, by a Unix socket
+//    whose peer is gone with a reset pending: the new program's first read
+//    fails with ECONNRESET, then reads return 0 and writes fail with EPIPE.
+//    Without this it would read the wake-up datagrams of the wait socket as
+//    if they were data.  Kernel-TCP connections are inherited unchanged.
+// If the exec call fails, handed-over sockets are exactly as before; released
+// ones stay released.
+// In a vfork() child, which shares the parent's memory, nothing is handed
+// over or released, and the only step is the replacement by a reset socket
+// (the descriptor table is the child's own); nothing allocates there.
+// posix_spawn(), system() and popen() run exec inside libc where it cannot
+// be seen: inherited shared-memory sockets are then not replaced (see
+// docs/COMPATIBILITY.md).
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "preload/descriptors.h"
+#include "preload/exec_handover.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
-#include "vsocket/real_libc.h"
 
 extern char** environ;
 
-namespace sys = vsocket::sys;
 namespace real = vsocket::preload::real;
-using vsocket::preload::Ours;
+using vsocket::preload::ExecExport;
 
 namespace {
-
-bool IsUnixSocket(int fd) {
-  int domain = 0;
-  socklen_t len = sizeof(domain);
-  return sys::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
-         domain == AF_UNIX;
-}
-
-void ReplaceWithResetSocket(int fd) {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
-  char byte = 0;
-  sys::send(sv[0], &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-  sys::close(sv[1]);  // unread data: the kernel marks sv[0] ECONNRESET
-  sys::dup3(sv[0], fd, 0);
-  sys::close(sv[0]);
-}
-
-void PrepareForExec() {
-  int highest = vsocket::preload::HighestVirtualFd();
-  if (highest < 0) return;
-  int saved = errno;
-  bool shared = vsocket::preload::SharesParentMemory();
-  for (int fd = 0; fd <= highest; ++fd) {
-    if (!Ours(fd) || !vsocket::LookupSocket(fd)) continue;
-    if (!shared) vsocket::preload::ForgetDescriptor(fd);
-    // A virtual socket's number names an AF_INET/AF_INET6 socket, or the
-    // AF_UNIX wait socket of a shared-memory connection.
-    int fd_flags = sys::fcntl(fd, F_GETFD);
-    if (fd_flags >= 0 && !(fd_flags & FD_CLOEXEC) && IsUnixSocket(fd))
-      ReplaceWithResetSocket(fd);
-  }
-  errno = saved;
-}
 
 // Collects execl-style arguments (up to the terminating null pointer) into
 // `argv`, which must have room for `count` + 1 entries.
 void CollectArgs(const char* first, va_list ap, char** argv, size_t count) {
   argv[0] = const_cast<char*>(first);
   for (size_t i = 1; i <= count; ++i) argv[i] = va_arg(ap, char*);
+}
+
+// After an exec call that returned (it failed): the handed-over sockets
+// go back to this image.  Keeps errno.
+int Finish(ExecExport* handover, int result) {
+  handover->Abort();
+  return result;
 }
 
 size_t CountArgs(const char* first, va_list ap) {
@@ -90,38 +71,46 @@ size_t CountArgs(const char* first, va_list ap) {
 
 VSP_EXPORT int execve(const char* path, char* const argv[],
                       char* const envp[]) __THROW {
-  PrepareForExec();
-  return real::execve(path, argv, envp);
+  ExecExport handover;
+  handover.Prepare(envp);
+  return Finish(&handover, real::execve(path, argv, handover.envp()));
 }
 
 VSP_EXPORT int execv(const char* path, char* const argv[]) __THROW {
-  PrepareForExec();
-  return real::execve(path, argv, environ);
+  ExecExport handover;
+  handover.Prepare(environ);
+  return Finish(&handover, real::execve(path, argv, handover.envp()));
 }
 
 VSP_EXPORT int execvp(const char* file, char* const argv[]) __THROW {
-  PrepareForExec();
-  return real::execvp(file, argv);
+  ExecExport handover;
+  handover.Prepare(environ);
+  return Finish(&handover, real::execvpe(file, argv, handover.envp()));
 }
 
 VSP_EXPORT int execvpe(const char* file, char* const argv[],
                        char* const envp[]) __THROW {
-  PrepareForExec();
-  return real::execvpe(file, argv, envp);
+  ExecExport handover;
+  handover.Prepare(envp);
+  return Finish(&handover, real::execvpe(file, argv, handover.envp()));
 }
 
 VSP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) __THROW {
-  PrepareForExec();
-  return real::fexecve(fd, argv, envp);
+  ExecExport handover;
+  handover.Prepare(envp);
+  return Finish(&handover, real::fexecve(fd, argv, handover.envp()));
 }
 
 VSP_EXPORT int execveat(int dirfd, const char* path, char* const argv[],
                         char* const envp[], int flags) __THROW {
-  PrepareForExec();
-  return real::execveat(dirfd, path, argv, envp, flags);
+  ExecExport handover;
+  handover.Prepare(envp);
+  return Finish(&handover,
+                real::execveat(dirfd, path, argv, handover.envp(), flags));
 }
 
-// The execl family: no allocation (this may run in a vfork child).
+// The execl family: no allocation of its own (this may run in a vfork
+// child, where ExecExport does not allocate either).
 VSP_EXPORT int execl(const char* path, const char* arg, ...) __THROW {
   va_list ap;
   va_start(ap, arg);
@@ -132,8 +121,9 @@ VSP_EXPORT int execl(const char* path, const char* arg, ...) __THROW {
   if (n) CollectArgs(arg, ap, argv, n - 1);
   va_end(ap);
   argv[n] = nullptr;
-  PrepareForExec();
-  return real::execve(path, argv, environ);
+  ExecExport handover;
+  handover.Prepare(environ);
+  return Finish(&handover, real::execve(path, argv, handover.envp()));
 }
 
 VSP_EXPORT int execlp(const char* file, const char* arg, ...) __THROW {
@@ -146,8 +136,9 @@ VSP_EXPORT int execlp(const char* file, const char* arg, ...) __THROW {
   if (n) CollectArgs(arg, ap, argv, n - 1);
   va_end(ap);
   argv[n] = nullptr;
-  PrepareForExec();
-  return real::execvp(file, argv);
+  ExecExport handover;
+  handover.Prepare(environ);
+  return Finish(&handover, real::execvpe(file, argv, handover.envp()));
 }
 
 VSP_EXPORT int execle(const char* path, const char* arg, ...) __THROW {
@@ -161,6 +152,7 @@ VSP_EXPORT int execle(const char* path, const char* arg, ...) __THROW {
   if (n) CollectArgs(arg, ap, argv, n - 1);
   va_end(ap);
   argv[n] = nullptr;
-  PrepareForExec();
-  return real::execve(path, argv, envp);
+  ExecExport handover;
+  handover.Prepare(envp);
+  return Finish(&handover, real::execve(path, argv, handover.envp()));
 }

@@ -3,6 +3,7 @@
 // main().  Interposed calls made earlier, from other libraries' constructors,
 // are safe too: every piece of state initialises itself on first use.
 #include "preload/descriptors.h"
+#include "preload/exec_handover.h"
 #include "vsocket/socket_table.h"
 
 namespace {
@@ -12,6 +13,8 @@ __attribute__((constructor)) void VsocketPreloadInit() {
   // VSOCKET_STATS exit hook; then ours, so that ours lock first in fork().
   vsocket::MaybeVirtualFd(-1);
   vsocket::preload::InitDescriptors();
+  // Sockets handed over by the image that exec'd this one, if any.
+  vsocket::preload::AdoptInheritedSockets();
 }
 
 }  // namespace

@@ -79,6 +79,10 @@ class SocketTable {
     // glibc's rwlock remembers the writer's thread id, which differs in the
     // child: start from a fresh, unlocked mutex instead of unlocking.
     new (&table.mutex_) std::shared_mutex();
+    std::unordered_set<VirtualSocket*> seen;
+    for (auto& slot : table.slots_) {
+      if (slot && seen.insert(slot.get()).second) slot->AfterForkInChild();
+    }
   }
 
   static constexpr int kBitmapFds = 1 << 20;

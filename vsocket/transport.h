@@ -74,6 +74,9 @@ class Transport {
   // Called in a child process after fork() for every live connection, so the
   // transport can count the processes that hold it.
   virtual void OnForkChild() {}
+  // Called in the child process right after fork(), where only the thread
+  // that forked exists: per-thread bookkeeping copied from the parent goes.
+  virtual void AfterForkInChild() {}
 
   // Called by the socket layer when the last descriptor referring to this
   // connection in this process is closed.  Only when no other process holds

@@ -97,4 +97,9 @@ void VirtualSocket::OnForkChild() {
   if (Transport* t = transport_.load(std::memory_order_acquire)) t->OnForkChild();
 }
 
+void VirtualSocket::AfterForkInChild() {
+  if (Transport* t = transport_.load(std::memory_order_acquire))
+    t->AfterForkInChild();
+}
+
 }  // namespace vsocket

@@ -51,6 +51,8 @@ class VirtualSocket {
 
   // For fork(): tells the transport one more process holds it.
   void OnForkChild();
+  // In the child, after fork(): see Transport::AfterForkInChild.
+  void AfterForkInChild();
 
  private:
   const int domain_;

@@ -1,0 +1,159 @@
+// ShmTransport's half of handing a connection to a new program image across
+// exec (the interposer's half, which chooses the connections, clears
+// FD_CLOEXEC and passes VSOCKET_INHERITED, is preload/exec_handover.cc).
+//
+// What survives exec and what does not:
+//  - descriptors without FD_CLOEXEC survive: the wait socket (the user's),
+//    and, once the exporter clears their flag, the segment file, the
+//    SideState memfd, the sink and the liveness TCP socket;
+//  - mappings, threads and this process's memory do not: the new image maps
+//    the segment and the SideState again from those descriptors;
+//  - robust mutexes held by threads that exec kills are released by the
+//    kernel as owner-dead (SideLock recovers them);
+//  - the spinner count of the dying threads is taken out before exec
+//    (TakeLocalSpinners), and the new image arms the reader whatever the
+//    count says, so a stale count costs wake-ups, never a lost one;
+//  - the holder count is unchanged: the process that execs still holds the
+//    connection.
+// Only claimed, non-revoked connections are handed over: an unclaimed
+// client offer goes through the ordinary release (see interpose_exec.cc).
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fifo_bridge/shm_transport.h"
+#include "vsocket/real_libc.h"
+
+namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
+namespace {
+
+bool IsRegularFile(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool IsSocket(int fd, int type, bool inet) {
+  int got_type = 0, domain = 0;
+  socklen_t type_len = sizeof(got_type), domain_len = sizeof(domain);
+  if (sys::getsockopt(fd, SOL_SOCKET, SO_TYPE, &got_type, &type_len) != 0 ||
+      sys::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &domain_len) != 0 ||
+      got_type != type) {
+    return false;
+  }
+  return inet ? (domain == AF_INET || domain == AF_INET6) : domain == AF_UNIX;
+}
+
+// A private descriptor of the new image: in the private range, close-on-exec.
+int MakePrivate(int fd) {
+  fd = sys::MovePrivate(fd);
+  sys::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return fd;
+}
+
+}  // namespace
+
+bool ShmTransport::CanHandOver() {
+  return !revoked() && IsClaimed() && segment_ && segment_->fd() >= 0 &&
+         side_fd_ >= 0 && doorbell_->sink_fd() >= 0 &&
+         doorbell_->wait_fd() >= 0 && tcp_fd_ >= 0;
+}
+
+ShmTransport::InheritedFds ShmTransport::inherited_fds() const {
+  InheritedFds fds;
+  fds.segment = segment_ ? segment_->fd() : -1;
+  fds.side = side_fd_;
+  fds.sink = doorbell_->sink_fd();
+  fds.tcp = tcp_fd_;
+  return fds;
+}
+
+uint32_t ShmTransport::TakeLocalSpinners() {
+  uint32_t mine = local_spinners_.load(std::memory_order_relaxed);
+  if (mine != 0) side_->spinners.fetch_sub(mine, std::memory_order_seq_cst);
+  return mine;
+}
+
+void ShmTransport::GiveBackSpinners(uint32_t count) {
+  if (count != 0) side_->spinners.fetch_add(count, std::memory_order_seq_cst);
+}
+
+std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
+    Role role, int user_fd, const InheritedFds& fds, const char** why) {
+  if (!IsRegularFile(fds.segment) || !IsRegularFile(fds.side) ||
+      !IsSocket(fds.sink, SOCK_DGRAM, false) ||
+      !IsSocket(fds.tcp, SOCK_STREAM, true) ||
+      !IsSocket(user_fd, SOCK_DGRAM, false)) {
+    *why = "a descriptor is not of the kind described";
+    return nullptr;
+  }
+  // From here on the private descriptors are ours.
+  int side_fd = MakePrivate(fds.side);
+  int sink_fd = MakePrivate(fds.sink);
+  int tcp_fd = MakePrivate(fds.tcp);
+  struct sockaddr_storage peer;
+  socklen_t peer_len = sizeof(peer);
+  std::unique_ptr<ShmSegment> segment;
+  auto doorbell = std::make_unique<Doorbell>();
+  SideState* side = nullptr;
+  auto fail = [&](const char* what) {
+    *why = what;
+    if (side) DestroySideState(side, -1);
+    sys::close(side_fd);
+    if (doorbell->sink_fd() < 0) sys::close(sink_fd);
+    doorbell->set_wait_fd(-1);  // the user's: never closed here
+    sys::close(tcp_fd);
+    return nullptr;
+  };
+  if (ShmSegment::AdoptInherited(MakePrivate(fds.segment), &segment) != 0)
+    return fail("the segment is not a valid, claimed vsocket segment");
+  side = MapInheritedSideState(side_fd);
+  if (!side) return fail("the side state is not a sealed page");
+  if (doorbell->AdoptInherited(user_fd, sink_fd,
+                               role == Role::kClient ? 'c' : 's') != 0)
+    return fail("the wait socket and sink are not one connection's");
+  if (sys::getpeername(tcp_fd, reinterpret_cast<struct sockaddr*>(&peer),
+                       &peer_len) != 0)
+    return fail("the liveness TCP socket is not connected");
+
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  bool client = role == Role::kClient;
+  Direction tx = client ? Direction::kClientToServer : Direction::kServerToClient;
+  Direction rx = client ? Direction::kServerToClient : Direction::kClientToServer;
+  uint64_t capacity = segment->capacity();
+  t->role_ = role;
+  t->side_ = side;
+  t->side_fd_ = side_fd;
+  t->tx_ = segment->control(tx);
+  t->rx_ = segment->control(rx);
+  t->producer_ = std::make_unique<RingProducer>(t->tx_, segment->data(tx),
+                                                capacity, &side->head);
+  t->consumer_ = std::make_unique<RingConsumer>(t->rx_, segment->data(rx),
+                                                capacity, &side->tail);
+  t->block_threshold_ = capacity / 4;
+  t->segment_ = std::move(segment);
+  t->doorbell_ = std::move(doorbell);
+  t->tcp_fd_ = tcp_fd;
+  t->claim_deadline_ns_ = 0;
+  t->claimed_.store(true, std::memory_order_relaxed);
+  WatchLiveness(tcp_fd, t.get());
+  t->watched_ = true;
+  WatchSink(sink_fd, t.get());
+  // No thread of this image spins yet; a dead thread's count may linger, so
+  // ask for wake-ups regardless.  Then the AfterClaim() sequence: a pending
+  // flag whose datagram was lost with a dead thread must not stay set.
+  t->rx_->reader_wake.fetch_or(kReaderArmed, std::memory_order_seq_cst);
+  t->rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
+  if (t->consumer_->Available() != 0 ||
+      (t->rx_->flags.load(std::memory_order_acquire) &
+       (kProducerClosed | kReset))) {
+    t->SignalSelf();
+  }
+  t->LiftPeerWriterBlock();
+  return t;
+}
+
+}  // namespace vsocket::fifo

@@ -1,0 +1,231 @@
+// The old image's half of the exec handover (see exec_handover.h).
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+#include "fifo_bridge/shm_transport.h"
+#include "preload/descriptors.h"
+#include "preload/exec_handover.h"
+#include "preload/preload_internal.h"
+#include "vsocket/real_libc.h"
+#include "vsocket/socket_table.h"
+#include "vsocket/virtual_socket.h"
+
+namespace vsocket::preload {
+namespace {
+
+constexpr char kLibraryName[] = "libvsocket_preload.so";
+
+bool IsUnixSocket(int fd) {
+  int domain = 0;
+  socklen_t len = sizeof(domain);
+  return sys::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+         domain == AF_UNIX;
+}
+
+// The file name of this library as loaded ("" if unknown).
+const char* OwnBaseName() {
+  static const char* name = [] {
+    Dl_info info;
+    if (!::dladdr(reinterpret_cast<void*>(&OwnBaseName), &info) ||
+        !info.dli_fname) {
+      return "";
+    }
+    const char* slash = std::strrchr(info.dli_fname, '/');
+    return slash ? slash + 1 : info.dli_fname;
+  }();
+  return name;
+}
+
+bool NamesThisLibrary(const char* word, size_t len) {
+  const char* base = word;
+  for (size_t i = 0; i < len; ++i) {
+    if (word[i] == '/') base = word + i + 1;
+  }
+  size_t base_len = len - static_cast<size_t>(base - word);
+  const char* own = OwnBaseName();
+  return (base_len == sizeof(kLibraryName) - 1 &&
+          std::memcmp(base, kLibraryName, base_len) == 0) ||
+         (*own && base_len == std::strlen(own) &&
+          std::memcmp(base, own, base_len) == 0);
+}
+
+// LD_PRELOAD in `envp` lists this library (words separated by ':' or ' ').
+bool PreloadsVsocket(char* const* envp) {
+  if (!envp) return false;
+  constexpr char kKey[] = "LD_PRELOAD=";
+  for (char* const* e = envp; *e; ++e) {
+    if (std::strncmp(*e, kKey, sizeof(kKey) - 1) != 0) continue;
+    const char* p = *e + sizeof(kKey) - 1;
+    while (*p) {
+      size_t len = std::strcspn(p, ": ");
+      if (len && NamesThisLibrary(p, len)) return true;
+      p += len;
+      if (*p) ++p;
+    }
+  }
+  return false;
+}
+
+bool IsInheritedVariable(const char* entry) {
+  size_t n = sizeof(kInheritedVariable) - 1;
+  return std::strncmp(entry, kInheritedVariable, n) == 0 && entry[n] == '=';
+}
+
+// Today's treatment of one number: released (unless in a vfork child), and
+// replaced by a reset socket if it is a shared-memory connection's wait
+// socket that the new image inherits.
+void ReleaseForExec(int fd, bool shared_memory) {
+  if (!shared_memory) ForgetDescriptor(fd);
+  int fd_flags = sys::fcntl(fd, F_GETFD);
+  // A virtual socket's number names an AF_INET/AF_INET6 socket, or the
+  // AF_UNIX wait socket of a shared-memory connection.
+  if (fd_flags >= 0 && !(fd_flags & FD_CLOEXEC) && IsUnixSocket(fd))
+    ReplaceWithResetSocket(fd);
+}
+
+void AppendNumbers(std::string* out, const std::vector<int>& fds) {
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (i) *out += '+';
+    *out += std::to_string(fds[i]);
+  }
+}
+
+}  // namespace
+
+void ReplaceWithResetSocket(int fd) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
+  char byte = 0;
+  sys::send(sv[0], &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  sys::close(sv[1]);  // unread data: the kernel marks sv[0] ECONNRESET
+  sys::dup3(sv[0], fd, 0);
+  sys::close(sv[0]);
+}
+
+bool IsVsocketWaitSocket(int fd) {
+  int type = 0;
+  socklen_t type_len = sizeof(type);
+  struct sockaddr_un addr {};
+  socklen_t len = sizeof(addr);
+  if (sys::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) != 0 ||
+      type != SOCK_DGRAM ||
+      sys::getsockname(fd, reinterpret_cast<struct sockaddr*>(&addr), &len) != 0 ||
+      addr.sun_family != AF_UNIX ||
+      len < offsetof(struct sockaddr_un, sun_path) + 6) {
+    return false;
+  }
+  return addr.sun_path[0] == '\0' && std::memcmp(addr.sun_path + 1, "vsk1/", 5) == 0;
+}
+
+void ExecExport::Prepare(char* const* envp) {
+  envp_ = envp;
+  int highest = HighestVirtualFd();
+  int saved = errno;
+  bool shared_memory = SharesParentMemory();
+  if (shared_memory || !PreloadsVsocket(envp)) {
+    // No allocation here: this may be a vfork child.
+    for (int fd = 0; fd <= highest; ++fd) {
+      if (Ours(fd) && LookupSocket(fd)) ReleaseForExec(fd, shared_memory);
+    }
+    errno = saved;
+    return;
+  }
+  // Group the numbers by socket, in the order of their lowest number.
+  struct Group {
+    std::shared_ptr<VirtualSocket> socket;
+    std::vector<int> all, inherited;
+  };
+  std::vector<Group> groups;
+  std::map<VirtualSocket*, size_t> index;
+  for (int fd = 0; fd <= highest; ++fd) {
+    if (!Ours(fd)) continue;
+    auto vs = LookupSocket(fd);
+    if (!vs) continue;
+    auto [it, added] = index.emplace(vs.get(), groups.size());
+    if (added) groups.push_back({vs, {}, {}});
+    Group& g = groups[it->second];
+    g.all.push_back(fd);
+    int fd_flags = sys::fcntl(fd, F_GETFD);
+    if (fd_flags >= 0 && !(fd_flags & FD_CLOEXEC)) g.inherited.push_back(fd);
+  }
+  for (Group& g : groups) {
+    if (g.inherited.empty() || !Export(g.socket, g.inherited)) {
+      for (int fd : g.all) ReleaseForExec(fd, false);
+    }
+  }
+  bool stale = false;
+  for (char* const* e = envp; e && *e; ++e) stale |= IsInheritedVariable(*e);
+  if (!exported_.empty() || stale) {
+    for (char* const* e = envp; e && *e; ++e) {
+      if (!IsInheritedVariable(*e)) environment_.push_back(*e);
+    }
+    if (!exported_.empty()) environment_.push_back(variable_.data());
+    environment_.push_back(nullptr);
+    envp_ = environment_.data();
+  }
+  // Last, as close to the exec as possible: the threads of this image that
+  // busy-poll a connection die with the exec.
+  for (Exported& e : exported_) {
+    if (e.shm) e.spinners = e.shm->TakeLocalSpinners();
+  }
+  errno = saved;
+}
+
+bool ExecExport::Export(const std::shared_ptr<VirtualSocket>& vs,
+                        const std::vector<int>& inherited) {
+  std::string entry;
+  Exported exported{vs};
+  if (vs->state() == VirtualSocket::State::kListening) {
+    int marker = vs->marker_fd();
+    if (marker >= 0) ClearCloexec(marker);
+    entry = "listen," + std::to_string(marker) + ",";
+  } else if (vs->state() == VirtualSocket::State::kConnected) {
+    auto* shm = dynamic_cast<fifo::ShmTransport*>(
+        vs->ConnectedTransport(inherited.front()));
+    // Kernel TCP needs nothing (the descriptor is the connection); an
+    // unclaimed offer is handed to TCP by the ordinary release.
+    if (!shm || !shm->CanHandOver()) return false;
+    fifo::ShmTransport::InheritedFds fds = shm->inherited_fds();
+    for (int fd : {fds.segment, fds.side, fds.sink, fds.tcp}) ClearCloexec(fd);
+    bool client = shm->role() == fifo::ShmTransport::Role::kClient;
+    entry = std::string("shm,") + (client ? "c" : "s") + "," +
+            std::to_string(fds.segment) + "," + std::to_string(fds.side) + "," +
+            std::to_string(fds.sink) + "," + std::to_string(fds.tcp) + ",";
+    exported.shm = shm;
+  } else {
+    return false;
+  }
+  AppendNumbers(&entry, inherited);
+  if (variable_.empty()) variable_ = std::string(kInheritedVariable) + "=1";
+  variable_ += ";" + entry;
+  exported_.push_back(std::move(exported));
+  return true;
+}
+
+void ExecExport::ClearCloexec(int fd) {
+  int fd_flags = sys::fcntl(fd, F_GETFD);
+  if (fd_flags < 0 || !(fd_flags & FD_CLOEXEC)) return;
+  if (sys::fcntl(fd, F_SETFD, fd_flags & ~FD_CLOEXEC) == 0)
+    cloexec_cleared_.emplace_back(fd, fd_flags);
+}
+
+void ExecExport::Abort() {
+  int saved = errno;
+  for (Exported& e : exported_) {
+    if (e.shm) e.shm->GiveBackSpinners(e.spinners);
+  }
+  for (auto [fd, fd_flags] : cloexec_cleared_) sys::fcntl(fd, F_SETFD, fd_flags);
+  exported_.clear();
+  cloexec_cleared_.clear();
+  errno = saved;
+}
+
+}  // namespace vsocket::preload

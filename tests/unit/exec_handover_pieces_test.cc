@@ -1,0 +1,117 @@
+// The pieces a new program image rebuilds a shared-memory connection from
+// after exec: the segment's kept descriptor, the SideState memfd and the
+// doorbell's bound sockets.  Each accepts what it made and rejects the rest.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/shm_segment.h"
+#include "fifo_bridge/side_state.h"
+
+namespace vsocket::fifo {
+namespace {
+
+std::string Key(const char* name) {
+  return std::string("t-") + name + "-" + std::to_string(::getpid());
+}
+
+TEST(ExecHandoverPiecesTest, SegmentIsAdoptedThroughItsDescriptorOnceClaimed) {
+  std::string key = Key("adopt");
+  std::unique_ptr<ShmSegment> client, adopted;
+  ASSERT_EQ(ShmSegment::CreateOffer(key, 65536, &client), 0);
+  ASSERT_GE(client->fd(), 0);
+  EXPECT_TRUE(::fcntl(client->fd(), F_GETFD) & FD_CLOEXEC);
+  client->Unlink();  // as after the claim: only the descriptor is left
+  // Unclaimed: refused (and the descriptor given is closed).
+  EXPECT_EQ(ShmSegment::AdoptInherited(::dup(client->fd()), &adopted), -EINVAL);
+  client->header()->claim.store(kClaimed);
+  ASSERT_EQ(ShmSegment::AdoptInherited(::dup(client->fd()), &adopted), 0);
+  EXPECT_EQ(adopted->capacity(), 65536u);
+  client->data(Direction::kServerToClient)[7] = 9;
+  EXPECT_EQ(adopted->data(Direction::kServerToClient)[7], 9);
+}
+
+TEST(ExecHandoverPiecesTest, SegmentAdoptionRejectsOtherFiles) {
+  std::unique_ptr<ShmSegment> adopted;
+  int memfd = ::memfd_create("not-a-segment", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  ASSERT_EQ(::ftruncate(memfd, 1 << 20), 0);
+  EXPECT_EQ(ShmSegment::AdoptInherited(memfd, &adopted), -EINVAL);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  EXPECT_EQ(ShmSegment::AdoptInherited(sv[0], &adopted), -EINVAL);
+  ::close(sv[1]);
+  EXPECT_EQ(adopted, nullptr);
+}
+
+TEST(ExecHandoverPiecesTest, SideStateIsSharedThroughItsMemfd) {
+  int fd = -1;
+  SideState* state = CreateSideState(&fd);
+  ASSERT_NE(state, nullptr);
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(::fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  state->head = 12345;
+  state->holders.store(3);
+  SideState* again = MapInheritedSideState(fd);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->head, 12345u);
+  EXPECT_EQ(again->holders.load(), 3u);
+  {
+    SideLock lock(&again->send_lock);  // the process-shared mutex works
+  }
+  DestroySideState(again, -1);
+  // Its size cannot change under a mapping.
+  EXPECT_NE(::ftruncate(fd, 0), 0);
+  DestroySideState(state, fd);
+}
+
+TEST(ExecHandoverPiecesTest, SideStateRejectsUnsealedOrWrongSizedFiles) {
+  int unsealed = ::memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::ftruncate(unsealed, kSideStateBytes), 0);
+  EXPECT_EQ(MapInheritedSideState(unsealed), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  int small = ::memfd_create("small", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(small, 0);
+  ASSERT_EQ(::fcntl(small, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  EXPECT_EQ(MapInheritedSideState(small), nullptr);
+  ::close(unsealed);
+  ::close(small);
+}
+
+TEST(ExecHandoverPiecesTest, DoorbellIsRebuiltFromItsBoundSockets) {
+  std::string key = Key("bell");
+  Doorbell client, server;
+  ASSERT_EQ(client.Open(key, 'c', 's'), 0);
+  ASSERT_EQ(server.Open(key, 's', 'c'), 0);
+  int wait_copy = ::dup(server.wait_fd());
+  int sink_copy = ::dup(server.sink_fd());
+  {
+    Doorbell wrong_role;
+    EXPECT_EQ(wrong_role.AdoptInherited(wait_copy, sink_copy, 'c'), -EINVAL);
+    Doorbell swapped;
+    EXPECT_EQ(swapped.AdoptInherited(sink_copy, wait_copy, 's'), -EINVAL);
+    Doorbell mixed;  // the client's sink with the server's wait socket
+    EXPECT_EQ(mixed.AdoptInherited(wait_copy, client.sink_fd(), 's'), -EINVAL);
+  }
+  Doorbell adopted;
+  ASSERT_EQ(adopted.AdoptInherited(wait_copy, sink_copy, 's'), 0);
+  // It reaches the peer by name, and the peer reaches it.
+  ASSERT_EQ(adopted.RingPeer(), 0);
+  struct pollfd pfd = {client.wait_fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&pfd, 1, 1000), 1);
+  ASSERT_EQ(client.RingPeer(), 0);
+  pfd = {adopted.wait_fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&pfd, 1, 1000), 1);
+}
+
+}  // namespace
+}  // namespace vsocket::fifo
