@@ -13,7 +13,11 @@
 //                             last byte; throughput = bytes / (first send ..
 //                             ack received)
 //         zcopy:SIZE:MIB      the same with SendRegistered() from a buffer
-//                             registered once (no copy into the mirror)
+//                             registered once (no copy into the mirror;
+//                             each call waits until the NIC read the bytes)
+//         zcasync:SIZE:MIB    the same with SendRegisteredAsync() (the
+//                             buffer is never modified, so sends overlap;
+//                             WaitZeroCopy() on the last ticket at the end)
 //         pingpong:SIZE:N     SIZE bytes there and back N times (after 10%
 //                             warm-up round trips); RTT median / p99
 //   rdma_channel_bench recv-file IP PORT [OPTIONS]
@@ -79,7 +83,7 @@ int64_t NowNs() {
                "rdma_channel_bench: %s\n"
                "usage: rdma_channel_bench server IP PORT [OPTIONS]\n"
                "       rdma_channel_bench client IP PORT [OPTIONS] "
-               "stream:SIZE:MIB|zcopy:SIZE:MIB|pingpong:SIZE:N...\n"
+               "stream|zcopy|zcasync:SIZE:MIB|pingpong:SIZE:N...\n"
                "       rdma_channel_bench recv-file IP PORT [OPTIONS]\n"
                "       rdma_channel_bench send-file IP PORT FILE [OPTIONS]\n"
                "options: --ring BYTES --spin-ns NS --signal-every N "
@@ -203,7 +207,7 @@ int Server(const sockaddr_in& addr, const ChannelOptions& opt) {
 // ---- client ----
 
 struct Test {
-  std::string kind;  // stream | zcopy | pingpong
+  std::string kind;  // stream | zcopy | zcasync | pingpong
   uint32_t size;
   uint64_t amount;  // MiB for stream/zcopy, round trips for pingpong
 };
@@ -215,8 +219,9 @@ Test ParseTest(const std::string& s) {
   t.kind = s.substr(0, a);
   long long size = std::atoll(s.substr(a + 1, b - a - 1).c_str());
   long long amount = std::atoll(s.substr(b + 1).c_str());
-  if (t.kind != "stream" && t.kind != "zcopy" && t.kind != "pingpong")
-    Usage("TEST kind must be stream, zcopy or pingpong");
+  if (t.kind != "stream" && t.kind != "zcopy" && t.kind != "zcasync" &&
+      t.kind != "pingpong")
+    Usage("TEST kind must be stream, zcopy, zcasync or pingpong");
   if (size <= 0 || size > (4 << 20) || amount <= 0) Usage("bad TEST numbers");
   t.size = static_cast<uint32_t>(size);
   t.amount = static_cast<uint64_t>(amount);
@@ -228,7 +233,9 @@ void RunStream(RdmaChannel* ch, const Test& t) {
   std::vector<uint8_t> src(t.size);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131);
   std::unique_ptr<vsocket::rdma::UserRegion> region;
-  if (t.kind == "zcopy") {
+  const bool async = t.kind == "zcasync";
+  uint64_t ticket = 0;
+  if (t.kind == "zcopy" || async) {
     region = ch->RegisterUserBuffer(src.data(), src.size());
     if (!region) Die("RegisterUserBuffer");
   }
@@ -237,11 +244,14 @@ void RunStream(RdmaChannel* ch, const Test& t) {
   int64_t t0 = NowNs();
   for (uint64_t sent = 0; sent < total;) {
     size_t len = std::min<uint64_t>(t.size, total - sent);
-    ssize_t n = region ? ch->SendRegistered(*region, 0, len, kWait)
-                       : ch->Send(src.data(), len, kWait);
+    ssize_t n = async    ? ch->SendRegisteredAsync(*region, 0, len, kWait,
+                                                     &ticket)
+                : region ? ch->SendRegistered(*region, 0, len, kWait)
+                         : ch->Send(src.data(), len, kWait);
     if (n != static_cast<ssize_t>(len)) Die("stream send");
     sent += len;
   }
+  if (async && ch->WaitZeroCopy(ticket, kWait) != 0) Die("WaitZeroCopy");
   char ack;
   RecvAll(ch, &ack, 1);
   double secs = (NowNs() - t0) / 1e9;

@@ -3,12 +3,16 @@
 # run-in-guest.sh; refuses to run elsewhere).  In ONE guest, one after the
 # other, server pinned to vCPU 0 and client to vCPU 1:
 #   perftest   ib_write_bw -x 1 (64 KiB, 1 MiB), ib_write_lat -x 1 -s 64:
-#              the Soft-RoCE device's own limit
+#              the Soft-RoCE device's own limit; ib_send_lat -x 1 -s 64 as
+#              a second reference (a receive completion per message, as
+#              RdmaChannel's WRITE WITH IMMEDIATE needs; ib_write_lat polls
+#              memory instead)
 #   rsocket    rstream (rdma-core's rsocket benchmark): 64 KiB / 1 MiB
 #              streaming, 64 B ping-pong
 #   kernel TCP rstream -T s (same benchmark over plain sockets, guest loopback)
 #   vsocket    rdma_channel_bench: RdmaChannel stream 64 KiB / 1 MiB (copy
-#              and zero-copy SendRegistered), 64 B ping-pong; twice: with
+#              and zero-copy SendRegistered / SendRegisteredAsync), 64 B
+#              ping-pong; twice: with
 #              default ChannelOptions (plus RDMA_BENCH_CHANNEL_OPTS) and
 #              tuned (RDMA_BENCH_TUNED_OPTS, default --spin-ns 2000000)
 #   [hook]     vsocket-bench --transports rdma, once the socket-level RDMA
@@ -120,6 +124,11 @@ run_perftest() {
         put IBLAT_AVG "$(awk '{ print $6 }' <<<"$row")"
         put IBLAT_P99 "$(awk '{ print $8 }' <<<"$row")"
     else put IBLAT_P50 n/a; put IBLAT_AVG n/a; put IBLAT_P99 n/a; FAILED=1; fi
+    if row=$(perftest_row ib_send_lat_64 ib_send_lat -d "$DEV" -x "$GID" -F -s 64 -n "$PINGS"); then
+        put SENDLAT_P50 "$(awk '{ print $5 }' <<<"$row")"
+        put SENDLAT_AVG "$(awk '{ print $6 }' <<<"$row")"
+        put SENDLAT_P99 "$(awk '{ print $8 }' <<<"$row")"
+    else put SENDLAT_P50 n/a; put SENDLAT_AVG n/a; put SENDLAT_P99 n/a; FAILED=1; fi
 }
 
 # --- rstream: rsocket (default) or kernel TCP (-T s) ------------------------------
@@ -162,7 +171,8 @@ run_channel() {
         pair "$name" -- "$bench" server "$IP" "$port" "$@" \
              -- "$bench" client "$IP" "$port" "$@" \
                 stream:65536:"$MIB" stream:1048576:"$MIB" \
-                zcopy:65536:"$MIB" zcopy:1048576:"$MIB" pingpong:64:"$PINGS" || FAILED=1
+                zcopy:65536:"$MIB" zcopy:1048576:"$MIB" \
+                zcasync:65536:"$MIB" zcasync:1048576:"$MIB" pingpong:64:"$PINGS" || FAILED=1
     fi
     field() {   # KIND SIZE KEY
         awk -v k="$1" -v s="size=$2" -v key="$3" '
@@ -172,6 +182,7 @@ run_channel() {
     local v k var kind size key
     for k in "64K stream 65536 mibps" "1M stream 1048576 mibps" \
              "ZC_64K zcopy 65536 mibps" "ZC_1M zcopy 1048576 mibps" \
+             "ZA_64K zcasync 65536 mibps" "ZA_1M zcasync 1048576 mibps" \
              "RTT_P50 pingpong 64 rtt_p50_us" "RTT_P99 pingpong 64 rtt_p99_us" \
              "RTT_AVG pingpong 64 rtt_avg_us"; do
         read -r var kind size key <<<"$k"
@@ -228,7 +239,8 @@ channel_rows() {
     local p=$1 label=$2 v
     v() { eval "echo \"\${${p}_$1:-n/a}\""; }
     echo "| vsocket RdmaChannel Send (copy), $label | $(v 64K) | $(v 1M) | $(half "$(v RTT_P50)") median (avg $(half "$(v RTT_AVG)"), p99 $(half "$(v RTT_P99)")) = RTT/2 |"
-    echo "| vsocket RdmaChannel SendRegistered (zero copy), $label | $(v ZC_64K) | $(v ZC_1M) | |"
+    echo "| vsocket RdmaChannel SendRegistered (zero copy, waits per call), $label | $(v ZC_64K) | $(v ZC_1M) | |"
+    echo "| vsocket RdmaChannel SendRegisteredAsync (zero copy, overlapped), $label | $(v ZA_64K) | $(v ZA_1M) | |"
 }
 
 # The ratio rows of one RdmaChannel configuration.  Args: PREFIX LABEL
@@ -238,10 +250,11 @@ ratio_rows() {
     r64=$(ratio "$(v 64K)" "$IBBW_64K"); r1m=$(ratio "$(v 1M)" "$IBBW_1M")
     lat=$(ratio "$(half "$(v RTT_P50)")" "$IBLAT_P50")
     echo "| $label: vsocket / ib_write_bw throughput | $r64 | $r1m | ≥ 0.80 | $(verdict "$r64" '>=' 0.8) / $(verdict "$r1m" '>=' 0.8) |"
-    echo "| $label: vsocket zero-copy / ib_write_bw | $(ratio "$(v ZC_64K)" "$IBBW_64K") | $(ratio "$(v ZC_1M)" "$IBBW_1M") | | |"
+    echo "| $label: vsocket zero-copy (sync / async) / ib_write_bw | $(ratio "$(v ZC_64K)" "$IBBW_64K") / $(ratio "$(v ZA_64K)" "$IBBW_64K") | $(ratio "$(v ZC_1M)" "$IBBW_1M") / $(ratio "$(v ZA_1M)" "$IBBW_1M") | | |"
     echo "| $label: vsocket / rsocket throughput | $(ratio "$(v 64K)" "$RS_64K") | $(ratio "$(v 1M)" "$RS_1M") | | |"
     echo "| $label: vsocket / kernel TCP throughput | $(ratio "$(v 64K)" "$TCP_64K") | $(ratio "$(v 1M)" "$TCP_1M") | | |"
     echo "| $label: vsocket 64 B latency / ib_write_lat (medians) | $lat | | ≤ 2 | $(verdict "$lat" '<=' 2) |"
+    echo "| $label: vsocket 64 B latency / ib_send_lat (medians) | $(ratio "$(half "$(v RTT_P50)")" "$SENDLAT_P50") | | | |"
     echo "| $label: vsocket 64 B latency / rsocket (averages) | $(ratio "$(half "$(v RTT_AVG)")" "$RS_LAT_AVG") | | | |"
 }
 
@@ -253,6 +266,7 @@ write_table() {
         echo "| path | stream 64 KiB, MiB/s | stream 1 MiB, MiB/s | 64 B one-way latency, µs |"
         echo "|---|---|---|---|"
         echo "| ib_write_bw / ib_write_lat (perftest, -x 1) | $IBBW_64K | $IBBW_1M | $IBLAT_P50 median (avg $IBLAT_AVG, p99 $IBLAT_P99) |"
+        echo "| ib_send_lat (perftest, -x 1) | | | $SENDLAT_P50 median (avg $SENDLAT_AVG, p99 $SENDLAT_P99) |"
         echo "| rsocket (rstream) | $RS_64K | $RS_1M | $RS_LAT_AVG avg |"
         channel_rows CH default
         [[ $TUNED == none ]] || channel_rows TU "$tuned_label"
