@@ -13,9 +13,9 @@ __attribute__((tls_model("initial-exec"))) thread_local volatile uint64_t
 
 void NoteSignalDelivery(bool sa_restart) {
   if (sa_restart) {
-    ++t_restarting_deliveries;
+    t_restarting_deliveries = t_restarting_deliveries + 1;
   } else {
-    ++t_interrupting_deliveries;
+    t_interrupting_deliveries = t_interrupting_deliveries + 1;
   }
 }
 
