@@ -61,6 +61,9 @@ struct ChannelOptions {
   uint32_t send_queue_depth = 256;
   uint32_t recv_queue_depth = 256;
   uint8_t ack_timeout = 14;  // 4.096us * 2^14 = 67 ms per transport retry
+  // Client: announced in the hello as the paired kernel TCP port (vsocket
+  // negotiation); 0 for a bare channel.
+  uint16_t hello_tcp_port = 0;
 };
 
 // Per-call blocking: timeout_ns 0 = non-blocking (EAGAIN), -1 = no deadline.
@@ -162,6 +165,30 @@ class RdmaChannel {
   // Pattern: Recv(..., {timeout 0}) == EAGAIN -> PrepareToSleep() ->
   // poll(completion_fd(), cm_fd()) -> Recv again.
   bool PrepareToSleep();
+
+  // --- Non-blocking primitives for RdmaTransport (which serialises callers
+  // and does its own waiting on a readiness socket).  None of these sleep.
+
+  // Reads (or, with `peek`, copies without consuming) up to the iovec's
+  // total length.  > 0 bytes, 0 at end of stream, or -1 with EAGAIN (empty)
+  // / ECONNRESET / ENOTCONN.  Returns credits as Recv() does.
+  ssize_t TryRecv(const struct iovec* iov, int iovcnt, bool peek);
+  // Handles every completion and CM event available now.  Returns the
+  // number handled.
+  int PollNow();
+  // Consumes completion-channel events, arms the CQ and re-checks it, so
+  // that completion_fd() becomes readable for the next completion; also
+  // handles CM events (a disconnect).  Loops until nothing is pending.
+  void ArmForEvents();
+  // Bytes a Send() could take now without waiting (0 if the ring is full or
+  // the channel cannot send).
+  uint64_t SendSpace() const;
+  // Bytes buffered for reading now (no event processing).
+  uint64_t BufferedBytes() const { return rx_head_ - rx_tail_; }
+  bool peer_finished() const { return peer_fin_; }  // FIN or CLOSE seen
+  bool peer_closed() const { return peer_closed_; }  // CLOSE: sends EPIPE
+  bool write_shut() const { return fin_sent_; }
+  bool closed() const { return closed_; }
 
   // Pending error (ECONNRESET after a reset), or 0.
   int error() const { return error_; }
