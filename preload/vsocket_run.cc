@@ -124,8 +124,8 @@ int main(int argc, char** argv) {
       setenv("VSOCKET_STATS", "1", 1);
     } else if (name == "--transport") {
       const char* v = need_value();
-      if (!OneOf(v, {"auto", "shm", "tcp"}))
-        Die("--transport must be auto, shm or tcp, not '%s'", v);
+      if (!OneOf(v, {"auto", "shm", "rdma", "tcp"}))
+        Die("--transport must be auto, shm, rdma or tcp, not '%s'", v);
       setenv("VSOCKET_TRANSPORT", v, 1);
     } else if (name == "--spin-us") {
       const char* v = need_value();
