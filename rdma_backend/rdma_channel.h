@@ -2,8 +2,8 @@
 // RC queue pair, set up with librdmacm (see rdma_cm_connection.h for
 // RdmaListener / RdmaConnect, which create channels).
 //
-// Data path.  Each side owns a RECEIVE ring (fifo_bridge/ring_layout.h) carved
-// from the process's ring arena (memory_pool.h: LOCAL_WRITE | REMOTE_WRITE,
+// Data path.  Each side owns a RECEIVE ring (fifo_bridge/ring_layout.h)
+// with its own memory region (memory_pool.h: LOCAL_WRITE | REMOTE_WRITE,
 // never REMOTE_READ).  The sender keeps a private MIRROR of the peer's ring
 // (same capacity, carved from the bounce arena, local access only):
 // RingProducer copies user bytes into the mirror at the same offsets they
@@ -251,7 +251,7 @@ class RdmaChannel {
   int64_t next_cm_check_ns_ = 0;  // rate limit for CM polls while spinning
   uint32_t max_inline_ = 0;
 
-  // Receive side: our ring (in the ring arena).
+  // Receive side: our ring (its own MR).
   PoolBlock rx_block_;
   fifo::RingControl* rx_ctl_ = nullptr;
   uint64_t rx_cap_ = 0;

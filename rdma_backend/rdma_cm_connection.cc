@@ -180,11 +180,12 @@ class ChannelBuilder {
     ch->opt_.send_queue_depth = std::min(opt.send_queue_depth,
                                          attr.cap.max_send_wr);
 
-    // Receive ring, fifo_bridge layout, in the ring arena.
+    // Receive ring, fifo_bridge layout, with its own MR.
     ch->rx_block_ = ch->pool_->Allocate(ArenaKind::kRing,
                                         fifo::RingBytes(opt.ring_capacity));
     if (ch->rx_block_.addr == nullptr) {
-      Fail(error, ENOMEM, "receive ring: ring arena exhausted");
+      Fail(error, errno ? errno : ENOMEM,
+           "receive ring: registration failed or VSOCKET_RDMA_POOL_MB reached");
       return false;
     }
     ch->rx_cap_ = opt.ring_capacity;
