@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -220,6 +221,28 @@ int g_next_handle = 1;                                        // guarded by g_mu
 std::map<int, std::shared_ptr<ListenerState>>* g_listeners;   // guarded by g_mu
 pid_t g_owner_pid = 0;                                        // guarded by g_mu
 
+// pthread_atfork parent handler: after a fork, a pre-fork server's children
+// would accept TCP connections whose RDMA channels this process parked, and
+// the two ends would disagree on the path.  So a process that forks stops
+// offering RDMA on all its listeners (new clients are rejected and use TCP,
+// peer_not_vsocket); connections already made are unaffected.
+void StopAllListenersAfterFork() {
+  std::map<int, std::shared_ptr<ListenerState>> stopped;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_listeners == nullptr || g_owner_pid != ::getpid()) return;
+    stopped.swap(*g_listeners);
+  }
+  if (stopped.empty()) return;
+  VSOCKET_LOG(kInfo, "rdma: the process forked; its %zu listener(s) stop "
+              "accepting RDMA (pre-fork servers stay on TCP)", stopped.size());
+  for (auto& [handle, state] : stopped) {
+    Unwatch(state->listener_fd());
+    Unwatch(state->timer_fd());
+    state->Stop();
+  }
+}
+
 std::shared_ptr<ListenerState> Find(int handle) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_listeners == nullptr) return nullptr;
@@ -280,6 +303,10 @@ int StartRdmaListener(int listen_fd) {
     state->Stop();
     return -1;
   }
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] {
+    pthread_atfork(nullptr, &StopAllListenersAfterFork, nullptr);
+  });
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_listeners == nullptr || g_owner_pid != ::getpid()) {
     g_listeners = new std::map<int, std::shared_ptr<ListenerState>>();
@@ -323,7 +350,10 @@ std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,
   if (key.empty()) return nullptr;
   std::unique_ptr<RdmaChannel> channel = state->Claim(key, reason);
   if (!channel) return nullptr;
-  if (channel->error() != 0) {
+  // Nobody watched the parked channel: a client that gave up on its probe
+  // after our handshake completed has sent a disconnect (before its SYN).
+  channel->ArmForEvents();
+  if (channel->error() != 0 || channel->closed()) {
     VSOCKET_LOG(kWarn, "rdma: the channel of %s broke before accept",
                 key.c_str());
     channel->Close();

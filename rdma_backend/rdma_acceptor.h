@@ -12,9 +12,13 @@
 // claims within VSOCKET_CLAIM_TIMEOUT_MS is closed, so its client sees the
 // connection end instead of waiting forever.
 //
-// Threading: thread-safe.  Fork: a listener belongs to the process that
-// created it; in a forked child StartRdmaListener() and ClaimRdmaChannel()
-// do nothing (the connection stays on TCP).
+// Threading: thread-safe.
+// Fork: a listener belongs to the process that created it.  When that
+// process forks, all its RDMA listeners stop (pthread_atfork, parent side):
+// a pre-fork server's children accept the TCP connections, and a channel
+// parked in the parent would leave the two ends on different paths.  New
+// clients are then rejected and use TCP (peer_not_vsocket).  In a forked
+// child ClaimRdmaChannel() finds nothing (TCP).
 #ifndef VSOCKET_RDMA_BACKEND_RDMA_ACCEPTOR_H_
 #define VSOCKET_RDMA_BACKEND_RDMA_ACCEPTOR_H_
 
