@@ -50,14 +50,14 @@ int64_t NowNs() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-// True when `fd` is a shared-memory connection reported readable with
+// True when `fd` is a shared-memory or RDMA connection reported readable with
 // nothing to read, no end of stream and no error.  The non-blocking peek
 // also drains the stale wake-up, so the descriptor stops being readable.
 bool StaleReadable(int fd) {
   auto vs = vsocket::LookupSocket(fd);
   if (!vs || vs->state() != vsocket::VirtualSocket::State::kConnected) return false;
   vsocket::Transport* t = vs->ConnectedTransport(fd);
-  if (!t || t->kind() != vsocket::TransportKind::kShm) return false;
+  if (!t || t->kind() == vsocket::TransportKind::kTcp) return false;
   int saved = errno;
   char byte;
   ssize_t n = vsocket_recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
