@@ -560,16 +560,26 @@ int Fork() {
         ctl.Send(0, port);
         int fd = vsocket_accept(lfd, nullptr, nullptr);
         CHECK(fd >= 0 && Name(fd) == "rdma", "accept");
+        // A process that forks stops offering RDMA on its listeners (a
+        // pre-fork server's children could not claim the channels).
+        pid_t helper = fork();
+        if (helper == 0) _exit(0);
+        waitpid(helper, nullptr, 0);
         char buf[64];
         ssize_t n;
         while ((n = vsocket_recv(fd, buf, sizeof(buf), 0)) > 0) SendAll(fd, buf, n);
         CHECK(n == 0, "server: EOF expected, got %zd", n);
         vsocket_close(fd);
+        fd = vsocket_accept(lfd, nullptr, nullptr);
+        CHECK(fd >= 0 && Name(fd) == "tcp", "after fork: %s", Name(fd).c_str());
+        while ((n = vsocket_recv(fd, buf, sizeof(buf), 0)) > 0) SendAll(fd, buf, n);
+        vsocket_close(fd);
         vsocket_close(lfd);
       },
       [&](Ctl& ctl, pid_t) {
         setenv("VSOCKET_TRANSPORT", "rdma", 1);
-        int fd = Connect(ctl.Recv(1));
+        int port = ctl.Recv(1);
+        int fd = Connect(port);
         CHECK(Name(fd) == "rdma", "transport %s", Name(fd).c_str());
         int go[2], ready[2];
         CHECK(pipe(go) == 0 && pipe(ready) == 0, "pipe");
@@ -603,6 +613,19 @@ int Fork() {
         waitpid(child, &st, 0);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "forked child failed");
         echo(50, 100);  // the child closed its copy and exited
+        vsocket_close(fd);
+        // The server forked after its accept: its listener no longer offers
+        // RDMA, and the CM rejects us at once.
+        int64_t us = 0;
+        fd = Connect(port, &us);
+        printf("  fork: connect after the server forked: %s (%s) in %lld us\n",
+               Name(fd).c_str(), Reason(fd).c_str(), (long long)us);
+        CHECK(Name(fd) == "tcp" && Reason(fd) == "peer_not_vsocket",
+              "after the server forked: %s %s", Name(fd).c_str(), Reason(fd).c_str());
+        SendAll(fd, "tcp!", 4);
+        char back[4];
+        CHECK(vsocket_recv(fd, back, 4, MSG_WAITALL) == 4 && !memcmp(back, "tcp!", 4),
+              "echo over tcp");
         vsocket_close(fd);
       });
 }

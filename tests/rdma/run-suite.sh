@@ -1,5 +1,6 @@
 #!/bin/bash
-# Runs every RDMA test binary in ONE Soft-RoCE guest boot
+# Runs every RDMA test (binaries of BUILD_DIR/tests/rdma, and scripts of this
+# directory such as preload_socat.sh) in ONE Soft-RoCE guest boot
 # (tests/rdma_vm/run-in-guest.sh) and fails if any fails.
 #
 #   tests/rdma/run-suite.sh [BUILD_DIR]           default BUILD_DIR: <repo>/build
@@ -12,9 +13,14 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$repo/build}" && pwd)"
-suite="${VSOCKET_RDMA_SUITE:-rdma_transport_test rdma_channel_test}"
+suite="${VSOCKET_RDMA_SUITE:-rdma_transport_test preload_socat.sh rdma_channel_test}"
 bins=()
 for name in $suite; do
+  if [[ "$name" == *.sh ]]; then
+    # A script of this directory, run with the build directory.
+    bins+=("$repo/tests/rdma/$name $build")
+    continue
+  fi
   bin="$build/tests/rdma/$name"
   if [[ ! -x "$bin" ]]; then
     echo "run-suite.sh: $bin not built (cmake --build $build)" >&2
@@ -30,11 +36,12 @@ done
 # non-zero if any failed (77 = skipped counts as failure here: the guest has
 # a device, so a skip means something is wrong).
 script='failed=0
-for bin in "$@"; do
-  echo "=== $(basename "$bin")"
+for cmd in "$@"; do
+  name=$(basename "${cmd%% *}")
+  echo "=== $name"
   start=$(date +%s)
-  if "$bin"; then status=0; else status=$?; fi
-  echo "=== $(basename "$bin"): exit $status ($(( $(date +%s) - start )) s)"
+  if $cmd; then status=0; else status=$?; fi
+  echo "=== $name: exit $status ($(( $(date +%s) - start )) s)"
   [[ $status -eq 0 ]] || failed=1
 done
 exit $failed'
