@@ -120,20 +120,28 @@ std::vector<struct iovec> SkipBytes(const struct iovec* iov, size_t n,
   return out;
 }
 
-// Sleeps on the user descriptor until `events` or the deadline.  0 when
-// woken (the caller re-checks), -1 with EAGAIN (deadline) or EINTR.
-int SleepOn(int fd, short events, int64_t deadline_ns) {
-  struct pollfd pfd = {fd, events, 0};
-  int rc = PollUntil(&pfd, 1, deadline_ns);
+}  // namespace
+
+int RdmaTransport::SleepUntil(short events, int64_t deadline_ns) {
+  Core& c = *core_;
+  // The channel's own fds too: the caller then handles a completion itself
+  // instead of waiting for the progress thread to relay it (one wake-up
+  // instead of two in a row).  They are armed: the caller ran Sync().
+  struct pollfd fds[3] = {{c.ready.user_fd(), events, 0},
+                          {c.completion_fd, POLLIN, 0},
+                          {c.cm_fd, POLLIN, 0}};
+  int rc = PollUntil(fds, 3, deadline_ns);
   if (rc < 0) return -1;  // EINTR (or EBADF after a concurrent close)
   if (rc == 0) {
     errno = EAGAIN;
     return -1;
   }
+  if ((fds[1].revents | fds[2].revents) & POLLIN) {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.watching) c.Sync();
+  }
   return 0;
 }
-
-}  // namespace
 
 std::unique_ptr<RdmaTransport> RdmaTransport::Create(
     std::unique_ptr<RdmaChannel> channel, int tcp_fd) {
@@ -266,7 +274,7 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
         },
         [] { return false; }, io.spin_ns);
     if (ready) continue;
-    if (SleepOn(user_fd(), POLLOUT, deadline) != 0) {
+    if (SleepUntil(POLLOUT, deadline) != 0) {
       if (done > 0) return static_cast<ssize_t>(done);
       return -1;  // EAGAIN (timeout) or EINTR
     }
@@ -333,7 +341,7 @@ ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
         },
         [] { return false; }, io.spin_ns);
     if (ready) continue;
-    if (SleepOn(user_fd(), POLLIN, deadline) != 0) {
+    if (SleepUntil(POLLIN, deadline) != 0) {
       if (done > 0) return static_cast<ssize_t>(done);
       return -1;  // EAGAIN (timeout) or EINTR
     }

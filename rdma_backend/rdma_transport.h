@@ -12,7 +12,8 @@
 //
 // Waiting.  Calls never sleep inside the channel.  A blocking call spins up
 // to IoOptions::spin_ns polling the CQ, then arms the CQ and sleeps in
-// poll() on its own user descriptor; the progress thread wakes it.  A signal
+// poll() on its own user descriptor and the channel's completion and CM fds
+// (handling what arrives itself; the progress thread serves everyone else).  A signal
 // interrupts the sleep with EINTR, a timeout ends it with EAGAIN.
 //
 // Threading: thread-safe (one mutex per connection serialises every channel
@@ -69,6 +70,11 @@ class RdmaTransport final : public Transport {
  private:
   RdmaTransport(std::shared_ptr<Core> core, int tcp_fd)
       : core_(std::move(core)), tcp_fd_(tcp_fd) {}
+  // Sleeps until the user descriptor reports `events`, or a completion or
+  // CM event arrives (then handles it), or the deadline.  0 when woken (the
+  // caller re-checks), -1 with EAGAIN (deadline) or EINTR.
+  // REQUIRES: the caller ran Core::Sync() (CQ armed) and holds no lock.
+  int SleepUntil(short events, int64_t deadline_ns);
   std::shared_ptr<Core> core_;
   int tcp_fd_;
 };
