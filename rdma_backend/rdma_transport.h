@@ -65,9 +65,9 @@ class RdmaTransport final : public Transport {
   // Registered bytes held by this connection (for stats and tests).
   size_t registered_bytes() const;
 
+ private:
   struct Core;  // shared with the progress thread (rdma_transport.cc)
 
- private:
   RdmaTransport(std::shared_ptr<Core> core, int tcp_fd)
       : core_(std::move(core)), tcp_fd_(tcp_fd) {}
   // Sleeps until the user descriptor reports `events`, or a completion or
