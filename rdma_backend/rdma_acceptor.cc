@@ -85,7 +85,7 @@ class ListenerState : public ProgressWatcher {
                         peer.tcp_port);
         std::lock_guard<std::mutex> lock(mu_);
         Parked& p = parked_[key];
-        if (p.channel) p.channel->Close();  // a stale pairing: replaced
+        if (p.channel) p.channel->Abort();  // a stale pairing: replaced
         p.channel.reset();
         p.pending = true;
         p.expires_ns = MonotonicNs() + kServerHandshakeNs;
@@ -107,7 +107,7 @@ class ListenerState : public ProgressWatcher {
       if (key.empty()) {
         VSOCKET_LOG(kWarn, "rdma: closing a channel whose hello names no TCP "
                     "connection (tcp_port 0)");
-        channel->Close();
+        channel->Abort();
         continue;
       }
       {
@@ -162,7 +162,7 @@ class ListenerState : public ProgressWatcher {
       cv_.notify_all();
     }
     for (auto& [key, p] : doomed) {
-      if (p.channel) p.channel->Close();
+      if (p.channel) p.channel->Abort();
     }
     sys::close(timer_fd_);
   }
@@ -198,8 +198,8 @@ class ListenerState : public ProgressWatcher {
     }
     for (auto& [key, p] : expired) {
       VSOCKET_LOG(kWarn, "rdma: nobody accepted the connection of %s within "
-                  "VSOCKET_CLAIM_TIMEOUT_MS; closing its channel", key.c_str());
-      p.channel->Close();
+                  "VSOCKET_CLAIM_TIMEOUT_MS; resetting its channel", key.c_str());
+      p.channel->Abort();
     }
     if (empty) {
       struct itimerspec off = {};
@@ -278,6 +278,7 @@ int StartRdmaListener(int listen_fd) {
   } else {
     return -1;
   }
+  if (addr.sin_port == 0) return -1;  // not bound yet: listen() assigns it
   WarmUpRdma();  // not on the progress thread during the first handshake
   ChannelOptions opt = ConnectionOptions();
   opt.connect_timeout_ns = kServerHandshakeNs;
@@ -356,13 +357,13 @@ std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,
   if (channel->error() != 0 || channel->closed()) {
     VSOCKET_LOG(kWarn, "rdma: the channel of %s broke before accept",
                 key.c_str());
-    channel->Close();
+    channel->Abort();
     *reason = FallbackReason::kRdmaSetupFailed;
     return nullptr;
   }
   int tcp_fd = sys::DupPrivate(accepted_fd);
   if (tcp_fd < 0) {
-    channel->Close();
+    channel->Abort();
     *reason = FallbackReason::kRdmaSetupFailed;
     return nullptr;
   }

@@ -9,8 +9,8 @@
 // from the hello.  accept() then pairs the kernel-accepted TCP connection
 // with its parked channel (ClaimRdmaChannel), waiting a bounded time if the
 // handshake for that client is still in flight.  A parked channel nobody
-// claims within VSOCKET_CLAIM_TIMEOUT_MS is closed, so its client sees the
-// connection end instead of waiting forever.
+// claims within VSOCKET_CLAIM_TIMEOUT_MS is aborted, so its client gets
+// ECONNRESET instead of waiting forever.
 //
 // Threading: thread-safe.
 // Fork: a listener belongs to the process that created it.  When that
@@ -29,9 +29,11 @@
 
 namespace vsocket::rdma {
 
-// Starts RDMA listening for the kernel listening socket `listen_fd` (same
-// address and port).  Returns a handle > 0, or -1 if RDMA is unavailable
-// (no device, policy, address family, bind failure: logged at info).
+// Starts RDMA listening for the socket `listen_fd` (same address and port),
+// which must be bound to its port already; call it before the kernel
+// listen() so that clients never find the TCP port open and the RDMA one
+// closed.  Returns a handle > 0, or -1 if RDMA is unavailable (no device,
+// policy, address family, port 0, bind failure: logged at info).
 int StartRdmaListener(int listen_fd);
 // Stops listening and closes every unclaimed channel.  Idempotent.
 void StopRdmaListener(int handle);

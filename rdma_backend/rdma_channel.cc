@@ -631,6 +631,12 @@ int RdmaChannel::ShutdownWrite() {
   return 0;
 }
 
+void RdmaChannel::Abort() {
+  if (closed_) return;
+  SetReset(ECONNRESET);  // Close() then skips CLOSE and disconnects
+  Close();
+}
+
 void RdmaChannel::Close() {
   if (closed_) return;
   int64_t deadline = MonotonicNs() + opt_.close_timeout_ns;

@@ -153,6 +153,11 @@ class RdmaChannel {
   // the DISCONNECTED event, destroys QP/CQ/channels/id, returns the blocks.
   // Idempotent.  After it every call fails with ENOTCONN.
   void Close();
+  // Like Close() but without the CLOSE message: the peer sees a reset
+  // (ECONNRESET), not an end of stream.  For channels that were never
+  // paired with their socket, so the peer cannot mistake them for a
+  // connection that ended normally.
+  void Abort();
 
   // For external event loops: the completion channel fd (readable when a
   // completion arrived after PrepareToSleep()) and the CM event fd (readable

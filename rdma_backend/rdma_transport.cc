@@ -150,7 +150,7 @@ std::unique_ptr<RdmaTransport> RdmaTransport::Create(
   core->fork_generation = g_fork_generation.load(std::memory_order_relaxed);
   int err = core->ready.Open();
   if (err != 0) {
-    channel->Close();
+    channel->Abort();  // never paired: the peer must not see a clean EOF
     errno = -err;
     return nullptr;
   }
@@ -169,7 +169,7 @@ std::unique_ptr<RdmaTransport> RdmaTransport::Create(
   }
   if (err != 0) {
     VSOCKET_LOG(kWarn, "rdma: cannot watch the channel: %s", strerror(-err));
-    core->channel->Close();
+    core->channel->Abort();
     core->ready.CloseUserEnd();
     errno = -err;
     return nullptr;

@@ -18,6 +18,8 @@
 #ifndef VSOCKET_RDMA_BACKEND_READINESS_SOCKET_H_
 #define VSOCKET_RDMA_BACKEND_READINESS_SOCKET_H_
 
+#include <atomic>
+
 namespace vsocket::rdma {
 
 class ReadinessSocket {
@@ -31,10 +33,11 @@ class ReadinessSocket {
   // readable.  0 or -errno.
   int Open();
 
-  int user_fd() const { return user_fd_; }
+  // May be read without the transport's lock (a sleeping caller polls it).
+  int user_fd() const { return user_fd_.load(std::memory_order_relaxed); }
   // The user end now lives at descriptor `fd` (dup2/dup3 by the socket
   // layer): use `fd` from now on.
-  void set_user_fd(int fd) { user_fd_ = fd; }
+  void set_user_fd(int fd) { user_fd_.store(fd, std::memory_order_relaxed); }
   // For a pair never handed to the application: closes the user end.
   void CloseUserEnd();
 
@@ -49,7 +52,7 @@ class ReadinessSocket {
   void Close();
 
  private:
-  int user_fd_ = -1;
+  std::atomic<int> user_fd_{-1};
   int private_fd_ = -1;
   bool readable_ = false;
   bool blocked_ = false;  // filler queued: not writable

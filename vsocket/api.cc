@@ -122,10 +122,21 @@ int vsocket_bind(int fd, const struct sockaddr* addr, socklen_t len) {
 
 int vsocket_listen(int fd, int backlog) {
   auto vs = LookupSocket(fd);
-  if (sys::listen(fd, backlog) != 0) return -1;
-  if (vs && vs->state() != VirtualSocket::State::kListening)
-    vs->SetListening(vsocket::OpenMarkerFor(fd),
-                     vsocket::StartRdmaListening(fd));
+  bool first = vs && vs->state() != VirtualSocket::State::kListening;
+  // The RDMA side listens before the kernel does: a client that finds the
+  // TCP port open must also find the RDMA one, or it settles for TCP.
+  // (An unbound socket gets its port from listen(): then it comes after.)
+  int rdma = first ? vsocket::StartRdmaListening(fd) : -1;
+  if (sys::listen(fd, backlog) != 0) {
+    int saved = errno;
+    vsocket::StopRdmaListening(rdma);
+    errno = saved;
+    return -1;
+  }
+  if (first) {
+    if (rdma < 0) rdma = vsocket::StartRdmaListening(fd);
+    vs->SetListening(vsocket::OpenMarkerFor(fd), rdma);
+  }
   return 0;
 }
 

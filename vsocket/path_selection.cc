@@ -25,6 +25,12 @@ namespace vsocket {
 
 struct RdmaPending {
 #if VSOCKET_HAVE_RDMA
+  // A pending channel that is destroyed was never paired with its socket
+  // (the kernel connect failed or did not finish): abort it, so that the
+  // server's parked copy is reset and its accept() stays on TCP.
+  ~RdmaPending() {
+    if (channel) channel->Abort();
+  }
   std::unique_ptr<rdma::RdmaChannel> channel;
 #endif
 };
