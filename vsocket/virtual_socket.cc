@@ -71,11 +71,13 @@ Transport* VirtualSocket::ConnectedTransport(int fd) {
       state_.store(State::kFresh, std::memory_order_release);
       return nullptr;
     }
+    bool rdma_offer = pending_offer_.is_rdma();
     if (pending_offer_.valid()) made = CompleteOffer(fd, std::move(pending_offer_));
     if (!made) {
       FallbackReason reason = pending_reason_ != FallbackReason::kNone
                                   ? pending_reason_
-                                  : FallbackReason::kShmSetupFailed;
+                                  : rdma_offer ? FallbackReason::kRdmaSetupFailed
+                                               : FallbackReason::kShmSetupFailed;
       made = std::make_unique<TcpTransport>(fd, reason);
     }
   }
