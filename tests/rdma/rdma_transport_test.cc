@@ -8,7 +8,7 @@
 //   rdma_transport_test                  every scenario
 //   rdma_transport_test NAME...          some (integrity plain_server
 //                                        tcp_policy kill readiness fork stats
-//                                        pingpong)
+//                                        waiters pingpong)
 //   VSOCKET_RDMA_TEST_MB=64              bytes for `integrity` (default 64)
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -20,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -685,6 +686,60 @@ int Stats() {
       });
 }
 
+// --- waiters: EINTR for a blocked recv; two threads blocked on one socket --
+int Waiters() {
+  return RunPair(
+      [&](Ctl& ctl) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        int port;
+        int lfd = Listen(&port);
+        ctl.Send(0, port);
+        int fd = vsocket_accept(lfd, nullptr, nullptr);
+        CHECK(fd >= 0 && Name(fd) == "rdma", "accept");
+        CHECK(ctl.Recv(0) == 1, "step 1");  // both client threads are blocked
+        usleep(200000);
+        SendAll(fd, "xy", 2);
+        CHECK(ctl.Recv(0) == 2, "done");
+        vsocket_close(fd);
+        vsocket_close(lfd);
+      },
+      [&](Ctl& ctl, pid_t) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        int fd = Connect(ctl.Recv(1));
+        CHECK(Name(fd) == "rdma", "transport %s", Name(fd).c_str());
+        // A signal without SA_RESTART interrupts a blocked recv: EINTR.
+        struct sigaction sa = {};
+        sa.sa_handler = [](int) {};
+        sigaction(SIGALRM, &sa, nullptr);  // no SA_RESTART
+        struct itimerval it = {};
+        it.it_value.tv_usec = 200000;
+        setitimer(ITIMER_REAL, &it, nullptr);
+        char c;
+        int64_t t0 = NowUs();
+        ssize_t n = vsocket_recv(fd, &c, 1, 0);
+        CHECK(n == -1 && errno == EINTR, "recv after SIGALRM: %zd", n);
+        printf("  waiters: EINTR after %lld us\n", (long long)(NowUs() - t0));
+        // Two threads block in recv on the same socket; two bytes wake both.
+        char got[2] = {0, 0};
+        std::atomic<int> done{0};
+        std::thread a([&] {
+          if (vsocket_recv(fd, &got[0], 1, 0) == 1) done++;
+        });
+        std::thread b([&] {
+          if (vsocket_recv(fd, &got[1], 1, 0) == 1) done++;
+        });
+        usleep(100000);
+        ctl.Send(1, 1);
+        a.join();
+        b.join();
+        CHECK(done == 2, "both waiters must get a byte (%d)", done.load());
+        CHECK((got[0] == 'x' && got[1] == 'y') || (got[0] == 'y' && got[1] == 'x'),
+              "bytes %c%c", got[0], got[1]);
+        ctl.Send(1, 2);
+        vsocket_close(fd);
+      });
+}
+
 // --- pingpong: 64-byte round trips through the API (latency figures) ------
 int PingPongWithSpin(const char* spin_us) {
   constexpr int kRounds = 1000;
@@ -761,7 +816,7 @@ int main(int argc, char** argv) {
     int (*run)();
   } all[] = {{"readiness", Readiness}, {"plain_server", PlainServer},
              {"tcp_policy", TcpPolicy}, {"kill", Kill}, {"fork", Fork},
-             {"stats", Stats}, {"pingpong", PingPong},
+             {"stats", Stats}, {"waiters", Waiters}, {"pingpong", PingPong},
              {"integrity", Integrity}};
   int passed = 0, failed = 0;
   for (const Scenario& s : all) {
