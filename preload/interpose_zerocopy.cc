@@ -2,8 +2,8 @@
 //
 // A kernel-TCP connection's descriptor is the TCP socket itself, so these go
 // to the kernel unchanged (zero copy).  A shared-memory connection's
-// descriptor is its wait socket, which the kernel cannot splice into the
-// rings: the data goes through a bounce buffer instead, with the kernel's
+// descriptor is its wait socket (an RDMA connection's, its readiness
+// socket), which the kernel cannot splice into the rings: the data goes through a bounce buffer instead, with the kernel's
 // argument checks and error numbers (EINVAL, ESPIPE) kept.
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +37,8 @@ constexpr size_t kMaxRwCount = 0x7ffff000;  // the kernel's MAX_RW_COUNT
 
 enum class Path { kPlain, kTcp, kShm };
 
-// kShm: a connected virtual socket whose data is in the rings.  kTcp: a
+// kShm: a connected virtual socket whose data is in the rings (shared
+// memory or RDMA: the descriptor is not the data path).  kTcp: a
 // connected one on kernel TCP (the descriptor is the TCP socket).  kPlain:
 // anything else, which the kernel handles (and rejects) itself.
 Path PathOf(int fd) {
@@ -47,7 +48,8 @@ Path PathOf(int fd) {
     return Path::kPlain;
   vsocket::Transport* t = vs->ConnectedTransport(fd);
   if (!t) return Path::kPlain;
-  return t->kind() == TransportKind::kShm ? Path::kShm : Path::kTcp;
+  // RDMA's descriptor is a readiness socket too: bounce like shared memory.
+  return t->kind() == TransportKind::kTcp ? Path::kTcp : Path::kShm;
 }
 
 bool IsPipe(int fd) {

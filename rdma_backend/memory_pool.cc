@@ -48,11 +48,10 @@ bool MemoryPool::Init(size_t arena_bytes, std::string* error) {
     errno = e;
     return false;
   }
-  if (!InitArena(&ring_, arena_bytes,
-                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, error) ||
-      !InitArena(&bounce_, arena_bytes, IBV_ACCESS_LOCAL_WRITE, error)) {
+  ring_limit_ = arena_bytes;
+  if (!InitArena(&bounce_, arena_bytes, IBV_ACCESS_LOCAL_WRITE, error)) {
     int e = errno;
-    for (Arena* a : {&ring_, &bounce_}) {
+    for (Arena* a : {&bounce_}) {
       if (a->mr != nullptr) ibv_dereg_mr(a->mr);
       if (a->base != nullptr) munmap(a->base, a->size);
     }
@@ -96,8 +95,9 @@ PoolBlock MemoryPool::Allocate(ArenaKind kind, size_t bytes) {
     return block;
   }
   size_t want = (bytes + kPage - 1) / kPage * kPage;
+  if (kind == ArenaKind::kRing) return AllocateRing(want);
   std::lock_guard<std::mutex> lock(mu_);
-  Arena& a = arena(kind);
+  Arena& a = bounce_;
   for (auto it = a.free.begin(); it != a.free.end(); ++it) {
     if (it->second < want) continue;
     size_t off = it->first;
@@ -116,10 +116,51 @@ PoolBlock MemoryPool::Allocate(ArenaKind kind, size_t bytes) {
   return block;
 }
 
+PoolBlock MemoryPool::AllocateRing(size_t bytes) {
+  PoolBlock block;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ring_in_use_ + bytes > ring_limit_) {
+      errno = ENOMEM;
+      return block;
+    }
+    ring_in_use_ += bytes;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ibv_mr* mr = nullptr;
+  if (p != MAP_FAILED) {
+    mr = ibv_reg_mr(pd_, p, bytes,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  }
+  if (mr == nullptr) {
+    int e = errno ? errno : ENOMEM;
+    if (p != MAP_FAILED) munmap(p, bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    ring_in_use_ -= bytes;
+    errno = e;
+    return block;
+  }
+  block.addr = static_cast<uint8_t*>(p);
+  block.size = bytes;
+  block.lkey = mr->lkey;
+  block.rkey = mr->rkey;
+  block.kind = ArenaKind::kRing;
+  block.mr = mr;
+  return block;
+}
+
 void MemoryPool::Free(const PoolBlock& block) {
   if (block.addr == nullptr) return;
+  if (block.kind == ArenaKind::kRing) {
+    ibv_dereg_mr(block.mr);  // the peer's rkey dies with it
+    munmap(block.addr, block.size);
+    std::lock_guard<std::mutex> lock(mu_);
+    ring_in_use_ -= block.size;
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  Arena& a = arena(block.kind);
+  Arena& a = bounce_;
   size_t off = static_cast<size_t>(block.addr - a.base);
   size_t len = block.size;
   a.in_use -= len;
@@ -140,7 +181,7 @@ void MemoryPool::Free(const PoolBlock& block) {
 
 size_t MemoryPool::InUse(ArenaKind kind) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return kind == ArenaKind::kRing ? ring_.in_use : bounce_.in_use;
+  return kind == ArenaKind::kRing ? ring_in_use_ : bounce_.in_use;
 }
 
 }  // namespace vsocket::rdma

@@ -1,5 +1,6 @@
 #include "rdma_backend/rdma_channel.h"
 
+#include "vsocket/log.h"
 #include "vsocket/wait.h"
 #include <arpa/inet.h>
 #include <poll.h>
@@ -74,7 +75,13 @@ void RdmaChannel::HandleCompletion(const ibv_wc& wc) {
   if (wc.status != IBV_WC_SUCCESS) {
     // Flush errors follow the first real error; all mean the QP is dead.
     // After an orderly close (ours or the peer's) the flushes are expected.
-    if (!disconnecting_ && !peer_closed_) SetReset(ECONNRESET);
+    if (!disconnecting_ && !peer_closed_) {
+      if (error_ == 0) {
+        VSOCKET_LOG(kInfo, "rdma: completion error: %s (opcode %d, vendor %u)",
+                    ibv_wc_status_str(wc.status), wc.opcode, wc.vendor_err);
+      }
+      SetReset(ECONNRESET);
+    }
     if (!(wc.opcode & IBV_WC_RECV)) {
       sq_inflight_ -= std::min(static_cast<uint32_t>(wc.wr_id), sq_inflight_);
       ++sig_done_;
@@ -148,6 +155,8 @@ void RdmaChannel::HandleCmEvents() {
       // An orderly close (the peer's CLOSE arrived first, or we started the
       // disconnect) keeps buffered data readable; anything else is a reset.
       if (was_connected && !peer_closed_ && !disconnecting_) {
+        VSOCKET_LOG(kInfo, "rdma: %s without the peer's close: reset",
+                    rdma_event_str(type));
         SetReset(ECONNRESET);
       }
       // Answer the peer's disconnect request now (the DREP it waits for);
@@ -167,6 +176,7 @@ int RdmaChannel::Progress() {
   for (;;) {
     int n = ibv_poll_cq(cq_, 32, wcs);
     if (n < 0) {
+      VSOCKET_LOG(kInfo, "rdma: ibv_poll_cq failed (%d)", n);
       SetReset(ECONNRESET);
       break;
     }
@@ -176,6 +186,7 @@ int RdmaChannel::Progress() {
   }
   if (recvs_to_post_ >= 16 || (handled > 0 && recvs_to_post_ > 0)) {
     if (error_ == 0 && PostRecvs(recvs_to_post_) != 0) {
+      VSOCKET_LOG(kInfo, "rdma: ibv_post_recv: %s", strerror(errno));
       SetReset(ECONNRESET);
     }
     recvs_to_post_ = 0;
@@ -196,7 +207,8 @@ bool RdmaChannel::PrepareToSleep() {
     cq_armed_ = false;
   }
   if (!cq_armed_) {
-    if (ibv_req_notify_cq(cq_, 0) != 0) {
+    if (int rc = ibv_req_notify_cq(cq_, 0); rc != 0) {
+      VSOCKET_LOG(kInfo, "rdma: ibv_req_notify_cq: %s", strerror(rc));
       SetReset(ECONNRESET);
       return false;
     }
@@ -284,6 +296,7 @@ int RdmaChannel::PostImmOnly(uint32_t imm, bool force_signal,
   struct ibv_send_wr* bad = nullptr;
   int rc = ibv_post_send(qp_, &wr, &bad);
   if (rc != 0) {
+    VSOCKET_LOG(kInfo, "rdma: ibv_post_send: %s", strerror(rc));
     SetReset(ECONNRESET);
     errno = ECONNRESET;
     return -1;
@@ -333,6 +346,7 @@ int RdmaChannel::PostStreamWrite(const uint8_t* src, uint32_t lkey,
   struct ibv_send_wr* bad = nullptr;
   int rc = ibv_post_send(qp_, wr, &bad);
   if (rc != 0) {
+    VSOCKET_LOG(kInfo, "rdma: ibv_post_send: %s", strerror(rc));
     SetReset(ECONNRESET);
     errno = ECONNRESET;
     return -1;
@@ -552,6 +566,46 @@ ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
   }
 }
 
+ssize_t RdmaChannel::TryRecv(const struct iovec* iov, int iovcnt, bool peek) {
+  if (closed_) return FailCall();
+  Progress();
+  if (error_ != 0) return FailCall();
+  int64_t n = consumer_->Read(iov, iovcnt, 0, peek);
+  if (n == fifo::kCorrupt) {
+    SetReset(ECONNRESET);
+    return FailCall();
+  }
+  if (n > 0) {
+    if (!peek) MaybeSendCredit(false);
+    return static_cast<ssize_t>(n);
+  }
+  if (peer_fin_) return 0;
+  MaybeSendCredit(false);  // see Recv(): a credit may be owed
+  errno = EAGAIN;
+  return -1;
+}
+
+int RdmaChannel::PollNow() {
+  if (closed_) return 0;
+  return Progress();
+}
+
+void RdmaChannel::ArmForEvents() {
+  if (closed_) return;
+  HandleCmEvents();
+  for (int i = 0; i < 64 && !closed_ && error_ == 0; ++i) {
+    if (PrepareToSleep()) break;
+    MaybeSendCredit(false);
+  }
+}
+
+uint64_t RdmaChannel::SendSpace() const {
+  if (closed_ || error_ != 0 || !producer_) return 0;
+  if (sq_inflight_ + 2 > opt_.send_queue_depth) return 0;
+  int64_t space = producer_->FreeSpace();
+  return space > 0 ? static_cast<uint64_t>(space) : 0;
+}
+
 int64_t RdmaChannel::ReadableBytes() {
   if (closed_) return FailCall();
   Progress();
@@ -575,6 +629,12 @@ int RdmaChannel::ShutdownWrite() {
   }
   fin_sent_ = true;
   return 0;
+}
+
+void RdmaChannel::Abort() {
+  if (closed_) return;
+  SetReset(ECONNRESET);  // Close() then skips CLOSE and disconnects
+  Close();
 }
 
 void RdmaChannel::Close() {

@@ -2,8 +2,8 @@
 // RC queue pair, set up with librdmacm (see rdma_cm_connection.h for
 // RdmaListener / RdmaConnect, which create channels).
 //
-// Data path.  Each side owns a RECEIVE ring (fifo_bridge/ring_layout.h) carved
-// from the process's ring arena (memory_pool.h: LOCAL_WRITE | REMOTE_WRITE,
+// Data path.  Each side owns a RECEIVE ring (fifo_bridge/ring_layout.h)
+// with its own memory region (memory_pool.h: LOCAL_WRITE | REMOTE_WRITE,
 // never REMOTE_READ).  The sender keeps a private MIRROR of the peer's ring
 // (same capacity, carved from the bounce arena, local access only):
 // RingProducer copies user bytes into the mirror at the same offsets they
@@ -61,6 +61,9 @@ struct ChannelOptions {
   uint32_t send_queue_depth = 256;
   uint32_t recv_queue_depth = 256;
   uint8_t ack_timeout = 14;  // 4.096us * 2^14 = 67 ms per transport retry
+  // Client: announced in the hello as the paired kernel TCP port (vsocket
+  // negotiation); 0 for a bare channel.
+  uint16_t hello_tcp_port = 0;
 };
 
 // Per-call blocking: timeout_ns 0 = non-blocking (EAGAIN), -1 = no deadline.
@@ -150,6 +153,11 @@ class RdmaChannel {
   // the DISCONNECTED event, destroys QP/CQ/channels/id, returns the blocks.
   // Idempotent.  After it every call fails with ENOTCONN.
   void Close();
+  // Like Close() but without the CLOSE message: the peer sees a reset
+  // (ECONNRESET), not an end of stream.  For channels that were never
+  // paired with their socket, so the peer cannot mistake them for a
+  // connection that ended normally.
+  void Abort();
 
   // For external event loops: the completion channel fd (readable when a
   // completion arrived after PrepareToSleep()) and the CM event fd (readable
@@ -162,6 +170,30 @@ class RdmaChannel {
   // Pattern: Recv(..., {timeout 0}) == EAGAIN -> PrepareToSleep() ->
   // poll(completion_fd(), cm_fd()) -> Recv again.
   bool PrepareToSleep();
+
+  // --- Non-blocking primitives for RdmaTransport (which serialises callers
+  // and does its own waiting on a readiness socket).  None of these sleep.
+
+  // Reads (or, with `peek`, copies without consuming) up to the iovec's
+  // total length.  > 0 bytes, 0 at end of stream, or -1 with EAGAIN (empty)
+  // / ECONNRESET / ENOTCONN.  Returns credits as Recv() does.
+  ssize_t TryRecv(const struct iovec* iov, int iovcnt, bool peek);
+  // Handles every completion and CM event available now.  Returns the
+  // number handled.
+  int PollNow();
+  // Consumes completion-channel events, arms the CQ and re-checks it, so
+  // that completion_fd() becomes readable for the next completion; also
+  // handles CM events (a disconnect).  Loops until nothing is pending.
+  void ArmForEvents();
+  // Bytes a Send() could take now without waiting (0 if the ring is full or
+  // the channel cannot send).
+  uint64_t SendSpace() const;
+  // Bytes buffered for reading now (no event processing).
+  uint64_t BufferedBytes() const { return rx_head_ - rx_tail_; }
+  bool peer_finished() const { return peer_fin_; }  // FIN or CLOSE seen
+  bool peer_closed() const { return peer_closed_; }  // CLOSE: sends EPIPE
+  bool write_shut() const { return fin_sent_; }
+  bool closed() const { return closed_; }
 
   // Pending error (ECONNRESET after a reset), or 0.
   int error() const { return error_; }
@@ -224,7 +256,7 @@ class RdmaChannel {
   int64_t next_cm_check_ns_ = 0;  // rate limit for CM polls while spinning
   uint32_t max_inline_ = 0;
 
-  // Receive side: our ring (in the ring arena).
+  // Receive side: our ring (its own MR).
   PoolBlock rx_block_;
   fifo::RingControl* rx_ctl_ = nullptr;
   uint64_t rx_cap_ = 0;

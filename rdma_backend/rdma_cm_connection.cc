@@ -180,11 +180,12 @@ class ChannelBuilder {
     ch->opt_.send_queue_depth = std::min(opt.send_queue_depth,
                                          attr.cap.max_send_wr);
 
-    // Receive ring, fifo_bridge layout, in the ring arena.
+    // Receive ring, fifo_bridge layout, with its own MR.
     ch->rx_block_ = ch->pool_->Allocate(ArenaKind::kRing,
                                         fifo::RingBytes(opt.ring_capacity));
     if (ch->rx_block_.addr == nullptr) {
-      Fail(error, ENOMEM, "receive ring: ring arena exhausted");
+      Fail(error, errno ? errno : ENOMEM,
+           "receive ring: registration failed or VSOCKET_RDMA_POOL_MB reached");
       return false;
     }
     ch->rx_cap_ = opt.ring_capacity;
@@ -306,8 +307,13 @@ std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
   std::unique_ptr<RdmaChannel> ch =
       ChannelBuilder::Prepare(id, ec, options, /*passive=*/false, error);
   if (ch == nullptr) return nullptr;  // ch's destructor released id and ec
+  // Setup above is local work (the first connection of a process also
+  // registers the memory pool): the wait for the peer starts now.
+  deadline = MonotonicNs() + options.connect_timeout_ns;
   uint8_t hello[kHelloBytes];
-  EncodeHello(ChannelBuilder::OurHello(*ch), hello);
+  Hello ours = ChannelBuilder::OurHello(*ch);
+  ours.tcp_port = options.hello_tcp_port;
+  EncodeHello(ours, hello);
   struct rdma_conn_param param;
   ChannelBuilder::ConnParam(hello, &param);
   if (rdma_connect(id, &param) != 0) {
@@ -316,6 +322,9 @@ std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
   }
   if (!ChannelBuilder::Expect(ec, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev,
                               error)) {
+    int e = errno;  // the channel's destructor must not hide why
+    ch.reset();
+    errno = e;
     return nullptr;
   }
   Hello peer;
@@ -376,8 +385,23 @@ RdmaListener::~RdmaListener() {
 
 uint16_t RdmaListener::port() const { return ntohs(rdma_get_src_port(id_)); }
 
-std::unique_ptr<RdmaChannel> RdmaListener::Accept(int64_t timeout_ns,
-                                                  std::string* error) {
+void RdmaListener::RejectPending() {
+  rdma_cm_event* ev = nullptr;
+  while (rdma_get_cm_event(ec_, &ev) == 0) {
+    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      rdma_cm_id* id = ev->id;
+      rdma_ack_cm_event(ev);
+      rdma_reject(id, nullptr, 0);
+      rdma_destroy_id(id);
+    } else {
+      rdma_ack_cm_event(ev);
+    }
+  }
+}
+
+std::unique_ptr<RdmaChannel> RdmaListener::Accept(
+    int64_t timeout_ns, std::string* error, PeerInfo* peer_info,
+    const std::function<void(const PeerInfo&)>& on_request) {
   int64_t wait_deadline = timeout_ns < 0 ? -1 : MonotonicNs() + timeout_ns;
   rdma_cm_event* ev = nullptr;
   for (;;) {
@@ -393,6 +417,15 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(int64_t timeout_ns,
   bool hello_ok = DecodeHello(ev->param.conn.private_data,
                               ev->param.conn.private_data_len, &peer);
   rdma_ack_cm_event(ev);
+  if (peer_info != nullptr) {
+    *peer_info = PeerInfo();
+    if (sockaddr* a = rdma_get_peer_addr(id)) {
+      size_t len = a->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                            : sizeof(sockaddr_in);
+      std::memcpy(&peer_info->addr, a, len);
+    }
+    if (hello_ok) peer_info->tcp_port = peer.tcp_port;
+  }
   std::string device_error;
   if (!hello_ok || !ChannelBuilder::CheckDevice(id, &device_error)) {
     rdma_reject(id, nullptr, 0);
@@ -400,6 +433,11 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(int64_t timeout_ns,
     Fail(error, hello_ok ? EPROTONOSUPPORT : EPROTO,
          hello_ok ? device_error : "client sent an invalid hello; rejected");
     return nullptr;
+  }
+  if (on_request) {
+    PeerInfo info;
+    if (peer_info != nullptr) info = *peer_info;
+    on_request(info);
   }
   int64_t deadline = MonotonicNs() + options_.connect_timeout_ns;
   rdma_event_channel* ec = rdma_create_event_channel();

@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,7 +28,10 @@
 
 namespace vsocket::rdma {
 
-// Connects to `server`.  On failure returns nullptr, sets errno
+// Connects to `server`.  Address and route resolution share one
+// connect_timeout_ns; the wait for the server's answer gets another, counted
+// after the local setup (CQ, QP, first-use pool registration).
+// On failure returns nullptr, sets errno
 // (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, EPROTONOSUPPORT, ENOMEM, EPROTO for
 // an invalid peer Hello, ...) and a human-readable *error.
 std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
@@ -50,7 +54,20 @@ class RdmaListener {
   // completes the handshake (itself bounded by connect_timeout_ns).
   // nullptr with errno (EAGAIN on timeout) and *error otherwise.  Invalid
   // requests are rejected and reported as EPROTO.
-  std::unique_ptr<RdmaChannel> Accept(int64_t timeout_ns, std::string* error);
+  // If `peer` is non-null it receives the client's address and the TCP port
+  // announced in its hello.
+  struct PeerInfo {
+    struct sockaddr_storage addr = {};
+    uint16_t tcp_port = 0;
+  };
+  // `on_request`, if set, is called with the peer's info once a valid
+  // request was decoded, before the handshake completes.
+  std::unique_ptr<RdmaChannel> Accept(
+      int64_t timeout_ns, std::string* error, PeerInfo* peer = nullptr,
+      const std::function<void(const PeerInfo&)>& on_request = nullptr);
+  // Takes the next pending connection request, if any, and rejects it
+  // (e.g. over the registered-memory limit).  Never blocks.
+  void RejectPending();
 
   uint16_t port() const;  // host order
   int fd() const { return ec_->fd; }  // readable when a request is pending

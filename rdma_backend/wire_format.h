@@ -26,10 +26,16 @@ inline constexpr uint64_t kMaxRingCapacity = 64ull << 20;
 // sender's receive ring, fifo_bridge layout), with which rkey, and how big
 // that data area is.  Little-endian on the wire; 32 bytes (fits the 56-byte
 // private data of an IB/RoCE REQ).
+// Layout: magic u32 @0, version u16 @4, tcp_port u16 @6, rkey u32 @8,
+// (zero) @12, ring_data_addr u64 @16, capacity u64 @24.
 struct Hello {
   uint64_t ring_data_addr = 0;
   uint32_t rkey = 0;
   uint64_t capacity = 0;
+  // Client only: the local port of the kernel TCP connection this channel
+  // will be paired with (vsocket negotiation, docs/PROTOCOL.md section 5);
+  // 0 for a bare channel.  The server sends 0.
+  uint16_t tcp_port = 0;
 };
 inline constexpr size_t kHelloBytes = 32;
 
@@ -37,11 +43,13 @@ inline void EncodeHello(const Hello& h, uint8_t out[kHelloBytes]) {
   std::memset(out, 0, kHelloBytes);
   uint32_t magic = htole32(kHelloMagic);
   uint16_t version = htole16(kHelloVersion);
+  uint16_t tcp_port = htole16(h.tcp_port);
   uint32_t rkey = htole32(h.rkey);
   uint64_t addr = htole64(h.ring_data_addr);
   uint64_t cap = htole64(h.capacity);
   std::memcpy(out + 0, &magic, 4);
   std::memcpy(out + 4, &version, 2);
+  std::memcpy(out + 6, &tcp_port, 2);
   std::memcpy(out + 8, &rkey, 4);
   std::memcpy(out + 16, &addr, 8);
   std::memcpy(out + 24, &cap, 8);
@@ -52,16 +60,18 @@ inline bool DecodeHello(const void* data, size_t len, Hello* h) {
   if (data == nullptr || len < kHelloBytes) return false;
   const auto* in = static_cast<const uint8_t*>(data);
   uint32_t magic, rkey;
-  uint16_t version;
+  uint16_t version, tcp_port;
   uint64_t addr, cap;
   std::memcpy(&magic, in + 0, 4);
   std::memcpy(&version, in + 4, 2);
+  std::memcpy(&tcp_port, in + 6, 2);
   std::memcpy(&rkey, in + 8, 4);
   std::memcpy(&addr, in + 16, 8);
   std::memcpy(&cap, in + 24, 8);
   h->ring_data_addr = le64toh(addr);
   h->rkey = le32toh(rkey);
   h->capacity = le64toh(cap);
+  h->tcp_port = le16toh(tcp_port);
   if (le32toh(magic) != kHelloMagic || le16toh(version) != kHelloVersion) {
     return false;
   }

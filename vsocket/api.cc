@@ -91,12 +91,13 @@ void SetNonblocking(VirtualSocket* vs, int fd, bool on) {
 }
 
 // A non-blocking connect to a listener on this host completes within
-// microseconds unless its backlog is full.  Waits at most a few ms for it.
+// microseconds unless its backlog is full; to an RDMA peer whose CM just
+// answered, within a round trip.  Waits at most `timeout_ms` for it.
 // Returns 0 when connected, an errno value when it failed, -1 when still
 // in progress.
-int WaitLocalHandshake(int fd) {
+int WaitLocalHandshake(int fd, int timeout_ms) {
   struct pollfd pfd = {fd, POLLOUT, 0};
-  if (sys::poll(&pfd, 1, 5) <= 0) return -1;
+  if (sys::poll(&pfd, 1, timeout_ms) <= 0) return -1;
   int err = 0;
   socklen_t len = sizeof(err);
   if (sys::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
@@ -121,9 +122,21 @@ int vsocket_bind(int fd, const struct sockaddr* addr, socklen_t len) {
 
 int vsocket_listen(int fd, int backlog) {
   auto vs = LookupSocket(fd);
-  if (sys::listen(fd, backlog) != 0) return -1;
-  if (vs && vs->state() != VirtualSocket::State::kListening)
-    vs->SetListening(vsocket::OpenMarkerFor(fd));
+  bool first = vs && vs->state() != VirtualSocket::State::kListening;
+  // The RDMA side listens before the kernel does: a client that finds the
+  // TCP port open must also find the RDMA one, or it settles for TCP.
+  // (An unbound socket gets its port from listen(): then it comes after.)
+  int rdma = first ? vsocket::StartRdmaListening(fd) : -1;
+  if (sys::listen(fd, backlog) != 0) {
+    int saved = errno;
+    vsocket::StopRdmaListening(rdma);
+    errno = saved;
+    return -1;
+  }
+  if (first) {
+    if (rdma < 0) rdma = vsocket::StartRdmaListening(fd);
+    vs->SetListening(vsocket::OpenMarkerFor(fd), rdma);
+  }
   return 0;
 }
 
@@ -137,7 +150,10 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
   FallbackReason reason = FallbackReason::kDisabledByConfig;
   std::unique_ptr<Transport> transport;
-  if (vs->marker_fd() >= 0) {
+  if (vs->rdma_listener() >= 0) {
+    transport = vsocket::ClaimRdma(vs->rdma_listener(), tcp_fd, &reason);
+  }
+  if (!transport && vs->marker_fd() >= 0) {
     vsocket::fifo::DrainListenerMarker(vs->marker_fd());
     transport = vsocket::ClaimOffer(tcp_fd, &reason);
   }
@@ -192,7 +208,7 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
   }
   int rc = sys::connect(fd, addr, len);
   if (rc != 0 && errno == EINPROGRESS && offer.valid()) {
-    int outcome = WaitLocalHandshake(fd);
+    int outcome = WaitLocalHandshake(fd, vsocket::HandshakeWaitMs(offer));
     if (outcome == 0) {
       rc = 0;  // the local handshake finished: report immediate success
     } else if (outcome > 0) {
@@ -215,9 +231,13 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
     return -1;  // a failed connect withdraws the offer (PendingOffer dtor)
   }
   std::unique_ptr<Transport> transport;
+  bool rdma_offer = offer.is_rdma();
   if (offer.valid()) transport = vsocket::CompleteOffer(fd, std::move(offer));
   if (!transport) {
-    if (reason == FallbackReason::kNone) reason = FallbackReason::kShmSetupFailed;
+    if (reason == FallbackReason::kNone) {
+      reason = rdma_offer ? FallbackReason::kRdmaSetupFailed
+                          : FallbackReason::kShmSetupFailed;
+    }
     transport = std::make_unique<vsocket::TcpTransport>(fd, reason);
   }
   vs->SetTransport(std::move(transport));

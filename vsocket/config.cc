@@ -36,7 +36,8 @@ Config Load() {
     if (!std::strcmp(v, "auto") || !*v) config.policy = TransportPolicy::kAuto;
     else if (!std::strcmp(v, "shm")) config.policy = TransportPolicy::kShm;
     else if (!std::strcmp(v, "tcp")) config.policy = TransportPolicy::kTcp;
-    else Warn("VSOCKET_TRANSPORT", v, "expected auto, shm or tcp; using auto");
+    else if (!std::strcmp(v, "rdma")) config.policy = TransportPolicy::kRdma;
+    else Warn("VSOCKET_TRANSPORT", v, "expected auto, shm, rdma or tcp; using auto");
   }
   if (const char* v = std::getenv("VSOCKET_RING_SIZE")) {
     uint64_t bytes = 0;
@@ -65,6 +66,29 @@ Config Load() {
     uint64_t ms = 0;
     if (ParseSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);
     else Warn("VSOCKET_CLAIM_TIMEOUT_MS", v, "expected 1..600000");
+  }
+  if (const char* v = std::getenv("VSOCKET_RDMA_PROBE_MS")) {
+    uint64_t ms = 0;
+    if (ParseSize(v, &ms) && ms >= 1 && ms <= 60000) config.rdma_probe_ms = static_cast<uint32_t>(ms);
+    else Warn("VSOCKET_RDMA_PROBE_MS", v, "expected 1..60000");
+  }
+  if (const char* v = std::getenv("VSOCKET_RDMA_RING_SIZE")) {
+    uint64_t bytes = 0;
+    if (ParseSize(v, &bytes) && fifo::IsValidCapacity(bytes) && bytes <= (64ull << 20)) {
+      config.rdma_ring_bytes = bytes;
+    } else {
+      Warn("VSOCKET_RDMA_RING_SIZE", v, "expected a power of two from 4K to 64M");
+    }
+  }
+  if (const char* v = std::getenv("VSOCKET_RDMA_MAX_REGISTERED_MB")) {
+    uint64_t mb = 0;
+    if (ParseSize(v, &mb) && mb >= 1 && mb <= (1u << 20)) config.rdma_max_registered_mb = mb;
+    else Warn("VSOCKET_RDMA_MAX_REGISTERED_MB", v, "expected 1..1048576");
+  }
+  if (const char* v = std::getenv("VSOCKET_RDMA_NEGATIVE_TTL_MS")) {
+    uint64_t ms = 0;
+    if (ParseSize(v, &ms) && ms <= 3600000) config.rdma_negative_ttl_ms = static_cast<uint32_t>(ms);
+    else Warn("VSOCKET_RDMA_NEGATIVE_TTL_MS", v, "expected 0..3600000");
   }
   return config;
 }

@@ -20,6 +20,10 @@ enum class FallbackReason {
   kInvalidOffer,          // the client's segment failed validation
   kOfferRevoked,          // the client gave up on the offer before accept
   kConnectInProgress,     // non-blocking connect did not finish at once
+  kNoRdmaDevice,          // no local RDMA device, or none reaches the peer
+  kRdmaProbeFailed,       // the peer's RDMA CM did not answer in time
+  kRdmaMemoryLimit,       // VSOCKET_RDMA_MAX_REGISTERED_MB would be exceeded
+  kRdmaSetupFailed,       // channel setup failed, or the pairing was lost
   kCount,
 };
 

@@ -15,8 +15,25 @@
 #include "vsocket/config.h"
 #include "vsocket/log.h"
 #include "vsocket/wait.h"
+#if VSOCKET_HAVE_RDMA
+#include "rdma_backend/rdma_acceptor.h"
+#include "rdma_backend/rdma_negotiation.h"
+#include "rdma_backend/rdma_transport.h"
+#endif
 
 namespace vsocket {
+
+struct RdmaPending {
+#if VSOCKET_HAVE_RDMA
+  // A pending channel that is destroyed was never paired with its socket
+  // (the kernel connect failed or did not finish): abort it, so that the
+  // server's parked copy is reset and its accept() stays on TCP.
+  ~RdmaPending() {
+    if (channel) channel->Abort();
+  }
+  std::unique_ptr<rdma::RdmaChannel> channel;
+#endif
+};
 
 using fifo::Doorbell;
 using fifo::Endpoint;
@@ -76,17 +93,65 @@ uint16_t EnsureLocalPort(int fd, int family) {
 
 }  // namespace
 
+namespace {
+
+// The RDMA attempt (see PrepareOffer).  `no_path` is the reason when RDMA
+// cannot even be tried for this address.
+FallbackReason PrepareRdmaOffer(int fd, const struct sockaddr* addr,
+                                socklen_t len, FallbackReason no_path,
+                                PendingOffer* offer) {
+#if VSOCKET_HAVE_RDMA
+  struct sockaddr_in dst = {};
+  if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    dst = *reinterpret_cast<const sockaddr_in*>(addr);
+  } else if (addr->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6) &&
+             IN6_IS_ADDR_V4MAPPED(
+                 &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr)) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+    dst.sin_family = AF_INET;
+    dst.sin_port = in6->sin6_port;
+    std::memcpy(&dst.sin_addr, &in6->sin6_addr.s6_addr[12], 4);
+  } else {
+    return no_path;  // the negotiation is IPv4 only
+  }
+  if (!rdma::HaveRdmaDevice()) return FallbackReason::kNoRdmaDevice;
+  uint16_t port = EnsureLocalPort(fd, addr->sa_family);
+  if (port == 0) return FallbackReason::kRdmaSetupFailed;
+  auto pending = std::make_unique<RdmaPending>();
+  FallbackReason reason = rdma::ProbeRdmaPeer(dst, port, &pending->channel);
+  if (reason == FallbackReason::kNone) offer->rdma = std::move(pending);
+  return reason;
+#else
+  (void)fd;
+  (void)addr;
+  (void)len;
+  (void)offer;
+  return no_path;
+#endif
+}
+
+}  // namespace
+
 FallbackReason PrepareOffer(int fd, const struct sockaddr* addr,
                             socklen_t len, PendingOffer* offer) {
   const Config& config = GetConfig();
   if (config.policy == TransportPolicy::kTcp)
     return FallbackReason::kDisabledByConfig;
+  if (config.policy == TransportPolicy::kRdma) {
+    return PrepareRdmaOffer(fd, addr, len, FallbackReason::kNoRdmaDevice,
+                            offer);
+  }
   Endpoint dst;
   if (!fifo::EndpointFromSockaddr(addr, len, &dst))
     return FallbackReason::kPeerNotVsocket;
   if (dst.ip == "*") dst.ip = addr->sa_family == AF_INET6 ? "::1" : "127.0.0.1";
-  if (!fifo::IsLocalAddress(dst, addr->sa_family))
+  if (!fifo::IsLocalAddress(dst, addr->sa_family)) {
+    if (config.policy == TransportPolicy::kAuto) {
+      return PrepareRdmaOffer(fd, addr, len, FallbackReason::kPeerNotLocal,
+                              offer);
+    }
     return FallbackReason::kPeerNotLocal;
+  }
   fifo::ProbeResult probe = fifo::ProbeListener(dst);
   if (!probe.found) return FallbackReason::kPeerNotVsocket;
   if (probe.uid != ::geteuid()) return FallbackReason::kUidMismatch;
@@ -111,7 +176,42 @@ FallbackReason PrepareOffer(int fd, const struct sockaddr* addr,
   return FallbackReason::kNone;
 }
 
+namespace {
+
+std::unique_ptr<Transport> CompleteRdmaOffer(int fd, PendingOffer offer) {
+#if VSOCKET_HAVE_RDMA
+  int fd_flags = sys::fcntl(fd, F_GETFD);
+  int tcp_fd = sys::DupPrivate(fd);
+  if (tcp_fd < 0) tcp_fd = sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (tcp_fd < 0) return nullptr;
+  std::unique_ptr<rdma::RdmaTransport> transport =
+      rdma::RdmaTransport::Create(std::move(offer.rdma->channel), tcp_fd);
+  if (!transport) {
+    VSOCKET_LOG(kWarn, "rdma transport setup failed: %s", strerror(errno));
+    sys::close(tcp_fd);
+    return nullptr;
+  }
+  // The application keeps its descriptor number; it now names the
+  // readiness socket, whose state follows the channel.
+  int user_fd = transport->user_fd();
+  if (sys::dup3(user_fd, fd, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+    VSOCKET_LOG(kWarn, "dup3 failed: %s", strerror(errno));
+    return nullptr;  // Release() closes the channel and tcp_fd
+  }
+  transport->MoveUserFd(fd);
+  sys::close(user_fd);
+  return transport;
+#else
+  (void)fd;
+  (void)offer;
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
 std::unique_ptr<Transport> CompleteOffer(int fd, PendingOffer offer) {
+  if (offer.is_rdma()) return CompleteRdmaOffer(fd, std::move(offer));
   int fd_flags = sys::fcntl(fd, F_GETFD);
   int liveness_fd = sys::DupPrivate(fd);
   if (liveness_fd < 0) liveness_fd = sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -218,6 +318,43 @@ int OpenMarkerFor(int listen_fd) {
     return -1;
   }
   return fd;
+}
+
+}  // namespace vsocket
+
+namespace vsocket {
+
+int StartRdmaListening(int listen_fd) {
+#if VSOCKET_HAVE_RDMA
+  return rdma::StartRdmaListener(listen_fd);
+#else
+  (void)listen_fd;
+  return -1;
+#endif
+}
+
+void StopRdmaListening(int handle) {
+#if VSOCKET_HAVE_RDMA
+  rdma::StopRdmaListener(handle);
+#else
+  (void)handle;
+#endif
+}
+
+std::unique_ptr<Transport> ClaimRdma(int rdma_handle, int accepted_fd,
+                                     FallbackReason* reason) {
+#if VSOCKET_HAVE_RDMA
+  return rdma::ClaimRdmaChannel(rdma_handle, accepted_fd, reason);
+#else
+  (void)rdma_handle;
+  (void)accepted_fd;
+  *reason = FallbackReason::kPeerNotVsocket;
+  return nullptr;
+#endif
+}
+
+int HandshakeWaitMs(const PendingOffer& offer) {
+  return offer.is_rdma() ? static_cast<int>(GetConfig().rdma_probe_ms) : 5;
 }
 
 }  // namespace vsocket

@@ -26,6 +26,9 @@ constexpr int kReasons = static_cast<int>(FallbackReason::kCount);
 Counters g_transport[kKinds];
 std::atomic<uint64_t> g_reason_count[kReasons];
 std::atomic<bool> g_reason_logged[kReasons];
+std::atomic<uint64_t> g_rdma_registered{0};
+std::atomic<uint64_t> g_rdma_registered_peak{0};
+std::atomic<uint64_t> g_rdma_per_connection_max{0};
 
 Counters& Of(TransportKind kind) { return g_transport[static_cast<int>(kind)]; }
 
@@ -51,13 +54,21 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kInvalidOffer: return "invalid_offer";
     case FallbackReason::kOfferRevoked: return "offer_revoked";
     case FallbackReason::kConnectInProgress: return "connect_in_progress";
+    case FallbackReason::kNoRdmaDevice: return "no_rdma_device";
+    case FallbackReason::kRdmaProbeFailed: return "rdma_probe_failed";
+    case FallbackReason::kRdmaMemoryLimit: return "rdma_memory_limit";
+    case FallbackReason::kRdmaSetupFailed: return "rdma_setup_failed";
     case FallbackReason::kCount: break;
   }
   return "unknown";
 }
 
 const char* TransportKindName(TransportKind kind) {
-  return kind == TransportKind::kShm ? "shm" : "tcp";
+  switch (kind) {
+    case TransportKind::kShm: return "shm";
+    case TransportKind::kRdma: return "rdma";
+    default: return "tcp";
+  }
 }
 
 void StatsConnectionOpened(TransportKind kind) {
@@ -86,6 +97,25 @@ void StatsFallback(FallbackReason reason, const char* detail) {
                 FallbackReasonName(reason), detail && *detail ? ": " : "",
                 detail ? detail : "");
   }
+}
+
+void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes) {
+  uint64_t now = g_rdma_registered.fetch_add(static_cast<uint64_t>(delta),
+                                             std::memory_order_relaxed) +
+                 static_cast<uint64_t>(delta);
+  uint64_t peak = g_rdma_registered_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_rdma_registered_peak.compare_exchange_weak(
+                           peak, now, std::memory_order_relaxed)) {
+  }
+  uint64_t max = g_rdma_per_connection_max.load(std::memory_order_relaxed);
+  while (connection_bytes > max &&
+         !g_rdma_per_connection_max.compare_exchange_weak(
+             max, connection_bytes, std::memory_order_relaxed)) {
+  }
+}
+
+uint64_t StatsRdmaRegisteredBytes() {
+  return g_rdma_registered.load(std::memory_order_relaxed);
 }
 
 std::string StatsJson() {
@@ -121,7 +151,22 @@ std::string StatsJson() {
     out += buf;
     first = false;
   }
-  out += "}}";
+  out += "}";
+  uint64_t peak = g_rdma_registered_peak.load(std::memory_order_relaxed);
+  if (peak > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  ",\"rdma_registered\":{\"bytes\":%llu,\"peak_bytes\":%llu,"
+                  "\"max_per_connection_bytes\":%llu,\"limit_bytes\":%llu}",
+                  static_cast<unsigned long long>(
+                      g_rdma_registered.load(std::memory_order_relaxed)),
+                  static_cast<unsigned long long>(peak),
+                  static_cast<unsigned long long>(
+                      g_rdma_per_connection_max.load(std::memory_order_relaxed)),
+                  static_cast<unsigned long long>(
+                      GetConfig().rdma_max_registered_mb << 20));
+    out += buf;
+  }
+  out += "}";
   return out;
 }
 

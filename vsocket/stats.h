@@ -5,8 +5,11 @@
 //
 // JSON shape (stable, documented in README):
 //   {"pid":123,"transports":{"shm":{"connections":2,"bytes_sent":10,
-//    "bytes_received":10}, "tcp":{...}},"fallback_reasons":{"peer_not_vsocket":1}}
-// Transports and reasons with a zero count are left out.
+//    "bytes_received":10}, "tcp":{...}},"fallback_reasons":{"peer_not_vsocket":1},
+//    "rdma_registered":{"bytes":0,"peak_bytes":4202496,
+//    "max_per_connection_bytes":2101248,"limit_bytes":268435456}}
+// Transports and reasons with a zero count are left out; rdma_registered only
+// appears once an RDMA connection existed.
 #ifndef VSOCKET_VSOCKET_STATS_H_
 #define VSOCKET_VSOCKET_STATS_H_
 
@@ -18,7 +21,7 @@
 
 namespace vsocket {
 
-enum class TransportKind { kTcp = 0, kShm = 1, kCount };
+enum class TransportKind { kTcp = 0, kShm = 1, kRdma = 2, kCount };
 const char* TransportKindName(TransportKind kind);
 
 struct TransportCounters;  // opaque
@@ -29,6 +32,12 @@ void StatsBytesSent(TransportKind kind, uint64_t bytes);
 void StatsBytesReceived(TransportKind kind, uint64_t bytes);
 // Counts the reason and logs it once per process at info level.
 void StatsFallback(FallbackReason reason, const char* detail);
+
+// RDMA registered memory held by live connections: `delta` bytes were
+// registered (> 0) or released (< 0) by a connection that holds
+// `connection_bytes` in total.
+void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes);
+uint64_t StatsRdmaRegisteredBytes();
 
 std::string StatsJson();
 

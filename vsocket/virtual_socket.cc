@@ -14,6 +14,7 @@ namespace vsocket {
 VirtualSocket::~VirtualSocket() {
   if (transport_owner_) transport_owner_->Release();
   if (marker_fd_ >= 0) sys::close(marker_fd_);
+  if (rdma_listener_ >= 0) StopRdmaListening(rdma_listener_);
 }
 
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
@@ -34,12 +35,17 @@ void VirtualSocket::SetConnecting(PendingOffer offer, FallbackReason reason) {
   state_.store(State::kConnecting, std::memory_order_release);
 }
 
-void VirtualSocket::SetListening(int marker_fd) {
+void VirtualSocket::SetListening(int marker_fd, int rdma_handle) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (marker_fd_ < 0) {
     marker_fd_ = marker_fd;
   } else if (marker_fd >= 0) {
     sys::close(marker_fd);
+  }
+  if (rdma_listener_ < 0) {
+    rdma_listener_ = rdma_handle;
+  } else if (rdma_handle >= 0) {
+    StopRdmaListening(rdma_handle);
   }
   state_.store(State::kListening, std::memory_order_release);
 }
@@ -65,11 +71,13 @@ Transport* VirtualSocket::ConnectedTransport(int fd) {
       state_.store(State::kFresh, std::memory_order_release);
       return nullptr;
     }
+    bool rdma_offer = pending_offer_.is_rdma();
     if (pending_offer_.valid()) made = CompleteOffer(fd, std::move(pending_offer_));
     if (!made) {
       FallbackReason reason = pending_reason_ != FallbackReason::kNone
                                   ? pending_reason_
-                                  : FallbackReason::kShmSetupFailed;
+                                  : rdma_offer ? FallbackReason::kRdmaSetupFailed
+                                               : FallbackReason::kShmSetupFailed;
       made = std::make_unique<TcpTransport>(fd, reason);
     }
   }

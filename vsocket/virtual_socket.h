@@ -25,7 +25,7 @@ class VirtualSocket {
 
   VirtualSocket(int domain, bool nonblocking)
       : domain_(domain), nonblocking_(nonblocking) {}
-  ~VirtualSocket();  // releases the transport and the listener marker
+  ~VirtualSocket();  // releases the transport, marker and RDMA listener
 
   int domain() const { return domain_; }
   State state() const { return state_.load(std::memory_order_acquire); }
@@ -39,8 +39,11 @@ class VirtualSocket {
   void SetTransport(std::unique_ptr<Transport> transport);
   // Non-blocking connect in flight; `offer` may be empty (plain TCP).
   void SetConnecting(PendingOffer offer, FallbackReason reason);
-  void SetListening(int marker_fd);
+  // `rdma_handle`: from StartRdmaListening(), or -1.  Takes ownership of
+  // both (the first call's values are kept).
+  void SetListening(int marker_fd, int rdma_handle = -1);
   int marker_fd() const { return marker_fd_; }
+  int rdma_listener() const { return rdma_listener_; }
 
   IoOptions SendOptions() const;
   IoOptions RecvOptions() const;
@@ -63,6 +66,7 @@ class VirtualSocket {
   PendingOffer pending_offer_;
   FallbackReason pending_reason_ = FallbackReason::kNone;
   int marker_fd_ = -1;
+  int rdma_listener_ = -1;
   std::atomic<bool> nonblocking_;
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};

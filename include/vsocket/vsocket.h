@@ -66,7 +66,8 @@ VSOCKET_API int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms);
 
 /* ---- Introspection: which path a connection took, and why. ---- */
 
-/* "shm", "tcp", or NULL (errno EBADF) if fd is not a vsocket connection. */
+/* "shm", "rdma", "tcp", or NULL (errno EBADF) if fd is not a vsocket
+   connection. */
 VSOCKET_API const char* vsocket_transport_name(int fd);
 /* The named reason the connection is not on a fast path ("peer_not_vsocket",
  * "uid_mismatch", ...), "" when it is on one, NULL (errno EBADF) if unknown. */

@@ -4,8 +4,10 @@
 #   1. one QEMU guest (tests/rdma_vm/run-in-guest.sh) runs every RDMA test
 #      executable found under BUILD_DIR/tests/rdma (glob rdma_*_test: new
 #      test binaries are picked up without editing this script), one after
-#      the other; every one must exit 0.  Exit 77 ("skipped: no RDMA
-#      device") counts as a failure here: the guest has a device.
+#      the other, then every test script tests/rdma/preload_*.sh (real
+#      programs under the interposer, given BUILD_DIR); every one must exit
+#      0.  Exit 77 ("skipped: no RDMA device") counts as a failure here: the
+#      guest has a device.
 #   2. two guests (run-in-guest.sh --pair, one vCPU each, emulated link):
 #      tests/rdma/pair-checksum.sh sends VSOCKET_RDMA_PAIR_MB (default 32)
 #      MiB of random data from guest b to guest a with
@@ -40,7 +42,11 @@ if [[ ${1:-} == --in-guest ]]; then
     t0=$(date +%s.%N)
     status=0
     # Each binary bounds its own scenarios; this is the backstop.
-    timeout --kill-after=10 600 "$bin" || status=$?
+    if [[ $bin == *.sh ]]; then
+      timeout --kill-after=10 600 bash "$bin" "$VSOCKET_RDMA_BUILD" || status=$?
+    else
+      timeout --kill-after=10 600 "$bin" || status=$?
+    fi
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     if ((status == 0)); then
       summary+=("PASS $name (${secs}s)")
@@ -71,6 +77,7 @@ tests=()
 for bin in "$build"/tests/rdma/rdma_*_test; do
   [[ -f $bin && -x $bin ]] && tests+=("$bin")
 done
+scripts=("$repo"/tests/rdma/preload_*.sh)
 shopt -u nullglob
 if ((${#tests[@]} == 0)); then
   echo "run-suite: no RDMA test executables (rdma_*_test) in $build/tests/rdma." >&2
@@ -78,13 +85,14 @@ if ((${#tests[@]} == 0)); then
   exit 1
 fi
 
-env_args=()
+tests+=("${scripts[@]}")
+env_args=(--env "VSOCKET_RDMA_BUILD=$build")
 for var in VSOCKET_RDMA_TEST_MB VSOCKET_RDMA_TEST_ONLY; do
   if [[ -n ${!var:-} ]]; then env_args+=(--env "$var=${!var}"); fi
 done
 
 start=$SECONDS
-echo "run-suite: ${#tests[@]} RDMA test executable(s) in one guest: ${tests[*]##*/}"
+echo "run-suite: ${#tests[@]} RDMA test(s) in one guest: ${tests[*]##*/}"
 status=0
 "$harness" --timeout "${VSOCKET_RDMA_SUITE_TIMEOUT:-900}" "${env_args[@]}" \
   -- bash "$repo/tests/rdma/run-suite.sh" --in-guest "${tests[@]}" || status=$?

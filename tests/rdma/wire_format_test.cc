@@ -24,6 +24,19 @@ TEST(WireFormatTest, RoundTrip) {
   EXPECT_EQ(out.capacity, Valid().capacity);
 }
 
+TEST(WireFormatTest, CarriesTheClientsTcpPort) {
+  uint8_t buf[kHelloBytes];
+  Hello in = Valid();
+  in.tcp_port = 40123;
+  EncodeHello(in, buf);
+  EXPECT_EQ(buf[6], 40123 & 0xff);  // little-endian at offset 6
+  EXPECT_EQ(buf[7], 40123 >> 8);
+  Hello out;
+  ASSERT_TRUE(DecodeHello(buf, sizeof(buf), &out));
+  EXPECT_EQ(out.tcp_port, 40123);
+  EXPECT_EQ(out.rkey, in.rkey);  // the neighbours are untouched
+}
+
 TEST(WireFormatTest, RejectsShortOrMissing) {
   uint8_t buf[kHelloBytes];
   EncodeHello(Valid(), buf);

@@ -1,0 +1,382 @@
+#include "rdma_backend/rdma_acceptor.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "rdma_backend/progress_thread.h"
+#include "rdma_backend/rdma_cm_connection.h"
+#include "rdma_backend/rdma_negotiation.h"
+#include "rdma_backend/rdma_transport.h"
+#include "vsocket/config.h"
+#include "vsocket/log.h"
+#include "vsocket/real_libc.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::rdma {
+namespace {
+
+// How long the server's half of a handshake may take (CONNECT_REQUEST to
+// ESTABLISHED) on the progress thread, and how long accept() waits for it.
+constexpr int64_t kServerHandshakeNs = 1'000'000'000;
+
+// "a.b.c.d:port" for an IPv4 or IPv4-mapped IPv6 address; "" otherwise.
+std::string ClientKey(const struct sockaddr* addr, uint16_t port) {
+  char ip[INET6_ADDRSTRLEN] = "";
+  if (addr->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr,
+              ip, sizeof(ip));
+  } else if (addr->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], ip, sizeof(ip));
+    } else {
+      inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+    }
+  } else {
+    return "";
+  }
+  return std::string(ip) + ":" + std::to_string(port);
+}
+
+class ListenerState : public ProgressWatcher {
+ public:
+  ListenerState(std::unique_ptr<RdmaListener> listener, int timer_fd)
+      : owner_pid_(::getpid()), listener_(std::move(listener)),
+        timer_fd_(timer_fd) {}
+
+  pid_t owner_pid() const { return owner_pid_; }
+  int listener_fd() const { return listener_->fd(); }
+  int timer_fd() const { return timer_fd_; }
+
+  // Progress thread: a connection request (listener fd) or the TTL timer.
+  void OnReadable(int fd) override {
+    if (fd == timer_fd_) {
+      uint64_t ticks;
+      ssize_t ignored = ::read(timer_fd_, &ticks, sizeof(ticks));
+      (void)ignored;
+      CloseExpired();
+      return;
+    }
+    std::lock_guard<std::mutex> accept_lock(accept_mu_);
+    if (!listener_) return;  // stopped
+    for (int i = 0; i < 16; ++i) {
+      if (OverMemoryLimit()) {
+        VSOCKET_LOG(kInfo, "rdma: rejecting connection requests: over "
+                    "VSOCKET_RDMA_MAX_REGISTERED_MB");
+        listener_->RejectPending();
+        return;
+      }
+      std::string key;
+      std::string error;
+      RdmaListener::PeerInfo info;
+      auto mark_pending = [&](const RdmaListener::PeerInfo& peer) {
+        if (peer.tcp_port == 0) return;  // a bare channel, not for a socket
+        key = ClientKey(reinterpret_cast<const sockaddr*>(&peer.addr),
+                        peer.tcp_port);
+        std::lock_guard<std::mutex> lock(mu_);
+        Parked& p = parked_[key];
+        if (p.channel) p.channel->Abort();  // a stale pairing: replaced
+        p.channel.reset();
+        p.pending = true;
+        p.expires_ns = MonotonicNs() + kServerHandshakeNs;
+      };
+      std::unique_ptr<RdmaChannel> channel =
+          listener_->Accept(0, &error, &info, mark_pending);
+      if (!channel) {
+        int err = errno;
+        if (!key.empty()) {
+          std::lock_guard<std::mutex> lock(mu_);
+          parked_.erase(key);
+          cv_.notify_all();
+        }
+        if (err == EAGAIN) return;
+        VSOCKET_LOG(kWarn, "rdma: connection request refused: %s",
+                    error.c_str());
+        continue;
+      }
+      if (key.empty()) {
+        VSOCKET_LOG(kWarn, "rdma: closing a channel whose hello names no TCP "
+                    "connection (tcp_port 0)");
+        channel->Abort();
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Parked& p = parked_[key];
+        p.channel = std::move(channel);
+        p.pending = false;
+        p.expires_ns = MonotonicNs() +
+                       int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
+        cv_.notify_all();
+      }
+      ArmTimer();
+    }
+  }
+
+  // Application thread, in accept().
+  std::unique_ptr<RdmaChannel> Claim(const std::string& key,
+                                     FallbackReason* reason) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = parked_.find(key);
+    if (it == parked_.end()) {
+      *reason = FallbackReason::kPeerNotVsocket;
+      return nullptr;
+    }
+    int64_t wait_ns = std::max<int64_t>(
+        kServerHandshakeNs, int64_t{GetConfig().rdma_probe_ms} * 1'000'000);
+    int64_t deadline = MonotonicNs() + wait_ns;
+    while ((it = parked_.find(key)) != parked_.end() && it->second.pending) {
+      int64_t left = deadline - MonotonicNs();
+      if (left <= 0) break;
+      cv_.wait_for(lock, std::chrono::nanoseconds(left));
+    }
+    if (it == parked_.end() || !it->second.channel) {
+      *reason = FallbackReason::kRdmaSetupFailed;
+      return nullptr;
+    }
+    std::unique_ptr<RdmaChannel> channel = std::move(it->second.channel);
+    parked_.erase(it);
+    return channel;
+  }
+
+  // Stops accepting; closes every parked channel.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> accept_lock(accept_mu_);
+      listener_.reset();
+    }
+    std::map<std::string, Parked> doomed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      doomed.swap(parked_);
+      cv_.notify_all();
+    }
+    for (auto& [key, p] : doomed) {
+      if (p.channel) p.channel->Abort();
+    }
+    sys::close(timer_fd_);
+  }
+
+ private:
+  struct Parked {
+    std::unique_ptr<RdmaChannel> channel;  // null while pending
+    bool pending = false;
+    int64_t expires_ns = 0;
+  };
+
+  void ArmTimer() {
+    struct itimerspec its = {};
+    its.it_interval.tv_nsec = 250'000'000;
+    its.it_value.tv_nsec = 250'000'000;
+    timerfd_settime(timer_fd_, 0, &its, nullptr);
+  }
+
+  void CloseExpired() {
+    std::map<std::string, Parked> expired;
+    bool empty;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int64_t now = MonotonicNs();
+      for (auto it = parked_.begin(); it != parked_.end();) {
+        if (!it->second.pending && it->second.expires_ns <= now) {
+          expired.insert(parked_.extract(it++));
+        } else {
+          ++it;
+        }
+      }
+      empty = parked_.empty();
+    }
+    for (auto& [key, p] : expired) {
+      VSOCKET_LOG(kWarn, "rdma: nobody accepted the connection of %s within "
+                  "VSOCKET_CLAIM_TIMEOUT_MS; resetting its channel", key.c_str());
+      p.channel->Abort();
+    }
+    if (empty) {
+      struct itimerspec off = {};
+      timerfd_settime(timer_fd_, 0, &off, nullptr);
+    }
+  }
+
+  const pid_t owner_pid_;
+  std::mutex accept_mu_;  // serialises Accept() with Stop()
+  std::unique_ptr<RdmaListener> listener_;  // guarded by accept_mu_
+  const int timer_fd_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Parked> parked_;  // guarded by mu_
+};
+
+std::mutex g_mu;
+int g_next_handle = 1;                                        // guarded by g_mu
+std::map<int, std::shared_ptr<ListenerState>>* g_listeners;   // guarded by g_mu
+pid_t g_owner_pid = 0;                                        // guarded by g_mu
+
+// pthread_atfork parent handler: after a fork, a pre-fork server's children
+// would accept TCP connections whose RDMA channels this process parked, and
+// the two ends would disagree on the path.  So a process that forks stops
+// offering RDMA on all its listeners (new clients are rejected and use TCP,
+// peer_not_vsocket); connections already made are unaffected.
+void StopAllListenersAfterFork() {
+  std::map<int, std::shared_ptr<ListenerState>> stopped;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_listeners == nullptr || g_owner_pid != ::getpid()) return;
+    stopped.swap(*g_listeners);
+  }
+  if (stopped.empty()) return;
+  VSOCKET_LOG(kInfo, "rdma: the process forked; its %zu listener(s) stop "
+              "accepting RDMA (pre-fork servers stay on TCP)", stopped.size());
+  for (auto& [handle, state] : stopped) {
+    Unwatch(state->listener_fd());
+    Unwatch(state->timer_fd());
+    state->Stop();
+  }
+}
+
+std::shared_ptr<ListenerState> Find(int handle) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_listeners == nullptr) return nullptr;
+  auto it = g_listeners->find(handle);
+  return it == g_listeners->end() ? nullptr : it->second;
+}
+
+}  // namespace
+
+int StartRdmaListener(int listen_fd) {
+  TransportPolicy policy = GetConfig().policy;
+  if (policy == TransportPolicy::kTcp || policy == TransportPolicy::kShm)
+    return -1;
+  if (!HaveRdmaDevice()) return -1;
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (sys::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+    return -1;
+  struct sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  if (ss.ss_family == AF_INET) {
+    addr = *reinterpret_cast<sockaddr_in*>(&ss);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    addr.sin_port = in6->sin6_port;
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      std::memcpy(&addr.sin_addr, &in6->sin6_addr.s6_addr[12], 4);
+    } else if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) {
+      addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    } else {
+      return -1;  // RDMA negotiation is IPv4 only
+    }
+  } else {
+    return -1;
+  }
+  if (addr.sin_port == 0) return -1;  // not bound yet: listen() assigns it
+  WarmUpRdma();  // not on the progress thread during the first handshake
+  ChannelOptions opt = ConnectionOptions();
+  opt.connect_timeout_ns = kServerHandshakeNs;
+  std::string error;
+  std::unique_ptr<RdmaListener> listener =
+      RdmaListener::Listen(addr, 128, opt, &error);
+  if (!listener) {
+    VSOCKET_LOG(kInfo, "rdma: no RDMA listener for port %u: %s",
+                ntohs(addr.sin_port), error.c_str());
+    return -1;
+  }
+  int timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timer_fd < 0) return -1;
+  int moved = sys::MovePrivate(timer_fd);
+  if (moved >= 0) timer_fd = moved;
+  auto state = std::make_shared<ListenerState>(std::move(listener), timer_fd);
+  if (Watch(state->listener_fd(), state) != 0) {
+    state->Stop();
+    return -1;
+  }
+  if (Watch(state->timer_fd(), state) != 0) {
+    Unwatch(state->listener_fd());
+    state->Stop();
+    return -1;
+  }
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] {
+    pthread_atfork(nullptr, &StopAllListenersAfterFork, nullptr);
+  });
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_listeners == nullptr || g_owner_pid != ::getpid()) {
+    g_listeners = new std::map<int, std::shared_ptr<ListenerState>>();
+    g_owner_pid = ::getpid();
+  }
+  int handle = g_next_handle++;
+  (*g_listeners)[handle] = std::move(state);
+  return handle;
+}
+
+void StopRdmaListener(int handle) {
+  if (handle <= 0) return;
+  std::shared_ptr<ListenerState> state;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_listeners == nullptr) return;
+    auto it = g_listeners->find(handle);
+    if (it == g_listeners->end()) return;
+    state = std::move(it->second);
+    g_listeners->erase(it);
+  }
+  if (state->owner_pid() != ::getpid()) return;  // a forked child's copy
+  Unwatch(state->listener_fd());
+  Unwatch(state->timer_fd());
+  state->Stop();
+}
+
+std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,
+                                            FallbackReason* reason) {
+  *reason = FallbackReason::kPeerNotVsocket;
+  std::shared_ptr<ListenerState> state = Find(handle);
+  if (!state || state->owner_pid() != ::getpid()) return nullptr;
+  struct sockaddr_storage peer;
+  socklen_t len = sizeof(peer);
+  if (sys::getpeername(accepted_fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0)
+    return nullptr;
+  uint16_t port = ntohs(peer.ss_family == AF_INET6
+                            ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
+                            : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
+  std::string key = ClientKey(reinterpret_cast<sockaddr*>(&peer), port);
+  if (key.empty()) return nullptr;
+  std::unique_ptr<RdmaChannel> channel = state->Claim(key, reason);
+  if (!channel) return nullptr;
+  // Nobody watched the parked channel: a client that gave up on its probe
+  // after our handshake completed has sent a disconnect (before its SYN).
+  channel->ArmForEvents();
+  if (channel->error() != 0 || channel->closed()) {
+    VSOCKET_LOG(kWarn, "rdma: the channel of %s broke before accept",
+                key.c_str());
+    channel->Abort();
+    *reason = FallbackReason::kRdmaSetupFailed;
+    return nullptr;
+  }
+  int tcp_fd = sys::DupPrivate(accepted_fd);
+  if (tcp_fd < 0) {
+    channel->Abort();
+    *reason = FallbackReason::kRdmaSetupFailed;
+    return nullptr;
+  }
+  std::unique_ptr<RdmaTransport> transport =
+      RdmaTransport::Create(std::move(channel), tcp_fd);
+  if (!transport) {
+    sys::close(tcp_fd);
+    *reason = FallbackReason::kRdmaSetupFailed;
+    return nullptr;
+  }
+  sys::close(accepted_fd);
+  *reason = FallbackReason::kNone;
+  return transport;
+}
+
+}  // namespace vsocket::rdma

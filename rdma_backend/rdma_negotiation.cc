@@ -1,0 +1,161 @@
+#include "rdma_backend/rdma_negotiation.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "rdma_backend/memory_pool.h"
+#include "rdma_backend/rdma_cm_connection.h"
+#include "vsocket/config.h"
+#include "vsocket/log.h"
+#include "vsocket/stats.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::rdma {
+namespace {
+
+struct NegativeAnswer {
+  FallbackReason reason;
+  int64_t expires_ns;
+};
+
+std::mutex g_cache_mu;
+std::map<std::string, NegativeAnswer>* g_cache = nullptr;  // guarded by g_cache_mu
+
+std::string DestinationKey(const struct sockaddr_in& dst) {
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &dst.sin_addr, ip, sizeof(ip));
+  return std::string(ip) + ":" + std::to_string(ntohs(dst.sin_port));
+}
+
+bool LookupNegative(const std::string& key, FallbackReason* reason) {
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  if (g_cache == nullptr) return false;
+  auto it = g_cache->find(key);
+  if (it == g_cache->end()) return false;
+  if (it->second.expires_ns <= MonotonicNs()) {
+    g_cache->erase(it);
+    return false;
+  }
+  *reason = it->second.reason;
+  return true;
+}
+
+void RememberNegative(const std::string& key, FallbackReason reason) {
+  uint32_t ttl_ms = GetConfig().rdma_negative_ttl_ms;
+  if (ttl_ms == 0) return;
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  if (g_cache == nullptr) g_cache = new std::map<std::string, NegativeAnswer>();
+  if (g_cache->size() > 4096) g_cache->clear();  // bounded memory
+  (*g_cache)[key] = {reason, MonotonicNs() + int64_t{ttl_ms} * 1'000'000};
+}
+
+// What a failed RdmaConnect errno means for path selection.
+FallbackReason ReasonForConnectError(int err) {
+  switch (err) {
+    case ECONNREFUSED:  // REJECTED: no vsocket RDMA listener on that port
+      return FallbackReason::kPeerNotVsocket;
+    case ETIMEDOUT:
+    case EAGAIN:
+      return FallbackReason::kRdmaProbeFailed;
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EADDRNOTAVAIL:
+    case ENODEV:
+    case EPROTONOSUPPORT:  // iWARP: no WRITE WITH IMMEDIATE
+      return FallbackReason::kNoRdmaDevice;
+    case ENOMEM:
+      return FallbackReason::kRdmaMemoryLimit;
+    default:
+      return FallbackReason::kRdmaSetupFailed;
+  }
+}
+
+}  // namespace
+
+bool HaveRdmaDevice() {
+  static const bool have = [] {
+    int n = 0;
+    struct ibv_device** list = ibv_get_device_list(&n);
+    if (list != nullptr) ibv_free_device_list(list);
+    return list != nullptr && n > 0;
+  }();
+  return have;
+}
+
+void WarmUpRdma() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int n = 0;
+    struct ibv_context** contexts = rdma_get_devices(&n);
+    if (contexts == nullptr) return;
+    for (int i = 0; i < n; ++i) {
+      std::string error;
+      if (MemoryPool::ForDevice(contexts[i], &error) == nullptr) {
+        VSOCKET_LOG(kInfo, "rdma: no memory pool for %s: %s",
+                    ibv_get_device_name(contexts[i]->device), error.c_str());
+      }
+    }
+    rdma_free_devices(contexts);
+  });
+}
+
+uint64_t ExpectedRegisteredBytes() {
+  uint64_t ring = GetConfig().rdma_ring_bytes;
+  return fifo::RingBytes(ring) + ring;
+}
+
+bool OverMemoryLimit() {
+  uint64_t limit = GetConfig().rdma_max_registered_mb << 20;
+  return StatsRdmaRegisteredBytes() + ExpectedRegisteredBytes() > limit;
+}
+
+ChannelOptions ConnectionOptions() {
+  const Config& config = GetConfig();
+  ChannelOptions opt;
+  opt.ring_capacity = config.rdma_ring_bytes;
+  opt.spin_ns = config.spin_us * 1000;
+  return opt;
+}
+
+FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
+                             uint16_t local_tcp_port,
+                             std::unique_ptr<RdmaChannel>* channel) {
+  if (!HaveRdmaDevice()) return FallbackReason::kNoRdmaDevice;
+  std::string key = DestinationKey(dst);
+  FallbackReason cached;
+  if (LookupNegative(key, &cached)) return cached;
+  if (OverMemoryLimit()) return FallbackReason::kRdmaMemoryLimit;
+
+  ChannelOptions opt = ConnectionOptions();
+  opt.connect_timeout_ns = int64_t{GetConfig().rdma_probe_ms} * 1'000'000;
+  opt.hello_tcp_port = local_tcp_port;
+  std::string error;
+  int64_t start = MonotonicNs();
+  std::unique_ptr<RdmaChannel> made = RdmaConnect(dst, opt, &error);
+  if (!made) {
+    int err = errno;
+    FallbackReason reason = ReasonForConnectError(err);
+    VSOCKET_LOG(kInfo, "rdma probe %s failed after %lld us: %s", key.c_str(),
+                static_cast<long long>((MonotonicNs() - start) / 1000),
+                error.c_str());
+    if (reason != FallbackReason::kRdmaMemoryLimit) RememberNegative(key, reason);
+    return reason;
+  }
+  VSOCKET_LOG(kDebug, "rdma probe %s: connected in %lld us", key.c_str(),
+              static_cast<long long>((MonotonicNs() - start) / 1000));
+  *channel = std::move(made);
+  return FallbackReason::kNone;
+}
+
+void ClearNegativeCache() {
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  if (g_cache != nullptr) g_cache->clear();
+}
+
+}  // namespace vsocket::rdma

@@ -1,0 +1,444 @@
+#include "rdma_backend/rdma_transport.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "rdma_backend/progress_thread.h"
+#include "rdma_backend/readiness_socket.h"
+#include "vsocket/signal_restart.h"
+#include "vsocket/log.h"
+#include "vsocket/real_libc.h"
+#include "vsocket/stats.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::rdma {
+namespace {
+
+// Incremented in every forked child (pthread_atfork), so a connection can
+// tell with one relaxed load whether it was created in this process.
+std::atomic<uint64_t> g_fork_generation{0};
+
+void InstallForkHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_atfork(nullptr, nullptr, [] {
+      g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+    });
+  });
+}
+
+}  // namespace
+
+// Everything the progress thread may touch, kept alive by shared_ptr until
+// both the transport and any running progress call let go.
+struct RdmaTransport::Core : public ProgressWatcher {
+  std::mutex mu;
+  std::unique_ptr<RdmaChannel> channel;  // guarded by mu
+  ReadinessSocket ready;                 // guarded by mu
+  bool shut_rd = false;                  // guarded by mu
+  bool error_reported = false;           // guarded by mu (SO_ERROR taken)
+  bool shown_writable = true;            // guarded by mu
+  bool watching = false;                 // guarded by mu
+  int completion_fd = -1;
+  int cm_fd = -1;
+  size_t registered = 0;
+  uint64_t fork_generation = 0;          // g_fork_generation at creation
+
+  // True in a forked child: the verbs objects are the parent's.
+  bool Inherited() const;
+
+  // REQUIRES: mu held.  Shows the channel's state on the user descriptor.
+  void UpdateReadiness() {
+    RdmaChannel& ch = *channel;
+    bool broken = ch.error() != 0 || ch.closed();
+    bool readable = broken || shut_rd || ch.peer_finished() ||
+                    ch.BufferedBytes() > 0;
+    ready.SetReadable(readable);
+    bool writable;
+    if (broken || ch.write_shut() || ch.peer_closed()) {
+      writable = true;  // a send fails at once: never block on it
+    } else {
+      uint64_t space = ch.SendSpace();
+      writable = shown_writable ? space > 0 : space >= ch.send_capacity() / 4;
+    }
+    ready.SetWritable(writable);
+    shown_writable = writable;
+  }
+
+  // REQUIRES: mu held.  Arms the CQ so completion_fd() fires for the next
+  // completion, handles what is pending, updates readiness.  Stops watching
+  // a broken channel (its fds may stay readable; nothing more can happen).
+  void Sync() {
+    channel->ArmForEvents();
+    UpdateReadiness();
+    if (watching && (channel->error() != 0 || channel->closed())) {
+      Unwatch(completion_fd);
+      Unwatch(cm_fd);
+      watching = false;
+    }
+  }
+
+  void OnReadable(int) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!watching || !channel) return;
+    Sync();
+  }
+};
+
+bool RdmaTransport::Core::Inherited() const {
+  return fork_generation != g_fork_generation.load(std::memory_order_relaxed);
+}
+
+namespace {
+
+uint64_t IovTotal(const struct iovec* iov, size_t n) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+// The iovec array `iov` without its first `skip` bytes.
+std::vector<struct iovec> SkipBytes(const struct iovec* iov, size_t n,
+                                    uint64_t skip) {
+  std::vector<struct iovec> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    out.push_back({static_cast<char*>(iov[i].iov_base) + skip,
+                   iov[i].iov_len - skip});
+    skip = 0;
+  }
+  return out;
+}
+
+}  // namespace
+
+int RdmaTransport::SleepUntil(short events, int64_t deadline_ns) {
+  Core& c = *core_;
+  // The channel's own fds too: the caller then handles a completion itself
+  // instead of waiting for the progress thread to relay it (one wake-up
+  // instead of two in a row).  They are armed: the caller ran Sync().
+  struct pollfd fds[3] = {{c.ready.user_fd(), events, 0},
+                          {c.completion_fd, POLLIN, 0},
+                          {c.cm_fd, POLLIN, 0}};
+  // After an SA_RESTART handler the wait resumes (vsocket/signal_restart.h).
+  SignalRestartWindow signals;
+  int rc;
+  do {
+    rc = PollUntil(fds, 3, deadline_ns);
+  } while (rc < 0 && errno == EINTR && signals.ShouldRestart(deadline_ns >= 0));
+  if (rc < 0) return -1;  // EINTR (or EBADF after a concurrent close)
+  if (rc == 0) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if ((fds[1].revents | fds[2].revents) & POLLIN) {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.watching) c.Sync();
+  }
+  return 0;
+}
+
+std::unique_ptr<RdmaTransport> RdmaTransport::Create(
+    std::unique_ptr<RdmaChannel> channel, int tcp_fd) {
+  InstallForkHandler();
+  auto core = std::make_shared<Core>();
+  core->fork_generation = g_fork_generation.load(std::memory_order_relaxed);
+  int err = core->ready.Open();
+  if (err != 0) {
+    channel->Abort();  // never paired: the peer must not see a clean EOF
+    errno = -err;
+    return nullptr;
+  }
+  core->completion_fd = channel->completion_fd();
+  core->cm_fd = channel->cm_fd();
+  core->registered = channel->registered_bytes();
+  core->channel = std::move(channel);
+  {
+    std::lock_guard<std::mutex> lock(core->mu);
+    core->Sync();  // data may already be waiting (sent before accept)
+  }
+  err = Watch(core->completion_fd, core);
+  if (err == 0) {
+    err = Watch(core->cm_fd, core);
+    if (err != 0) Unwatch(core->completion_fd);
+  }
+  if (err != 0) {
+    VSOCKET_LOG(kWarn, "rdma: cannot watch the channel: %s", strerror(-err));
+    core->channel->Abort();
+    core->ready.CloseUserEnd();
+    errno = -err;
+    return nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lock(core->mu);
+    core->watching = true;
+    core->Sync();
+  }
+  StatsRdmaRegistered(static_cast<int64_t>(core->registered), core->registered);
+  return std::unique_ptr<RdmaTransport>(new RdmaTransport(std::move(core), tcp_fd));
+}
+
+RdmaTransport::~RdmaTransport() { Release(); }
+
+int RdmaTransport::user_fd() const { return core_ ? core_->ready.user_fd() : -1; }
+
+size_t RdmaTransport::registered_bytes() const {
+  return core_ ? core_->registered : 0;
+}
+
+void RdmaTransport::MoveUserFd(int fd) {
+  if (!core_) return;
+  if (core_->Inherited()) {
+    core_->ready.set_user_fd(fd);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(core_->mu);
+  core_->ready.set_user_fd(fd);
+}
+
+void RdmaTransport::OnForkChild() {
+  // Called in the parent just before fork() (the socket layer counts
+  // holders there).  Nothing to count: only the creating process can use
+  // the connection, and the child recognises its copy by the fork
+  // generation (Core::Inherited()).
+}
+
+ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
+                               const IoOptions& io) {
+  if (!core_ || core_->Inherited()) {
+    errno = ECONNRESET;
+    return -1;
+  }
+  Core& c = *core_;
+  uint64_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
+  bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
+  int64_t deadline = nonblocking ? 0 : DeadlineAfter(io.timeout_ns);
+  const WaitOptions now{0, 0};
+  uint64_t done = 0;
+  for (;;) {
+    ssize_t n;
+    int err = 0;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      std::vector<struct iovec> rest =
+          SkipBytes(msg->msg_iov, msg->msg_iovlen, done);
+      if (total == 0) {
+        // As TCP: a zero-byte send still reports a broken connection.
+        n = 0;
+        if (c.channel->error() != 0) {
+          n = -1;
+          err = c.channel->error();
+        } else if (c.channel->write_shut() || c.channel->peer_closed()) {
+          n = -1;
+          err = EPIPE;
+        }
+      } else {
+        n = c.channel->Send(rest.data(), static_cast<int>(rest.size()), now);
+        if (n < 0) err = errno;
+      }
+      if (err == ECONNRESET) c.error_reported = true;
+      if (n < 0 && err == EAGAIN) c.Sync();  // arm before we sleep
+      else c.UpdateReadiness();
+    }
+    if (n > 0) {
+      StatsBytesSent(TransportKind::kRdma, static_cast<uint64_t>(n));
+      done += static_cast<uint64_t>(n);
+      if (done >= total) return static_cast<ssize_t>(done);
+      continue;
+    }
+    if (n == 0) return static_cast<ssize_t>(done);
+    if (err != EAGAIN) {
+      if (done > 0) return static_cast<ssize_t>(done);
+      if (err == EPIPE && !(flags & MSG_NOSIGNAL)) ::raise(SIGPIPE);
+      errno = err;
+      return -1;
+    }
+    if (nonblocking) {
+      if (done > 0) return static_cast<ssize_t>(done);
+      errno = EAGAIN;
+      return -1;
+    }
+    // Spin on the CQ for credits, then sleep until the descriptor is
+    // writable (the progress thread sees the credit).
+    bool ready = SpinUntil(
+        [&] {
+          std::lock_guard<std::mutex> lock(c.mu);
+          c.channel->PollNow();
+          return c.channel->SendSpace() > 0 || c.channel->error() != 0 ||
+                 c.channel->peer_closed();
+        },
+        [] { return false; }, io.spin_ns);
+    if (ready) continue;
+    if (SleepUntil(POLLOUT, deadline) != 0) {
+      if (done > 0) return static_cast<ssize_t>(done);
+      return -1;  // EAGAIN (timeout) or EINTR
+    }
+  }
+}
+
+ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
+                               const IoOptions& io) {
+  if (!core_ || core_->Inherited()) {
+    errno = ECONNRESET;
+    return -1;
+  }
+  Core& c = *core_;
+  msg->msg_flags = 0;
+  msg->msg_controllen = 0;
+  uint64_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
+  bool peek = (flags & MSG_PEEK) != 0;
+  bool waitall = (flags & MSG_WAITALL) && !peek;
+  bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
+  int64_t deadline = nonblocking ? 0 : DeadlineAfter(io.timeout_ns);
+  uint64_t done = 0;
+  if (total == 0) return 0;
+  for (;;) {
+    ssize_t n;
+    int err = 0;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.shut_rd) {
+        n = 0;
+      } else {
+        std::vector<struct iovec> rest =
+            SkipBytes(msg->msg_iov, msg->msg_iovlen, done);
+        n = c.channel->TryRecv(rest.data(), static_cast<int>(rest.size()),
+                               peek);
+        if (n < 0) err = errno;
+        if (err == ECONNRESET) c.error_reported = true;
+      }
+      if (n < 0 && err == EAGAIN) c.Sync();  // arm before we sleep
+      else c.UpdateReadiness();
+    }
+    if (n > 0) {
+      if (!peek) StatsBytesReceived(TransportKind::kRdma, static_cast<uint64_t>(n));
+      done += static_cast<uint64_t>(n);
+      if (!waitall || done >= total) return static_cast<ssize_t>(done);
+      continue;
+    }
+    if (n == 0) return static_cast<ssize_t>(done);  // end of stream
+    if (err != EAGAIN) {
+      if (done > 0) return static_cast<ssize_t>(done);
+      errno = err;
+      return -1;
+    }
+    if (nonblocking) {
+      if (done > 0) return static_cast<ssize_t>(done);
+      errno = EAGAIN;
+      return -1;
+    }
+    bool ready = SpinUntil(
+        [&] {
+          std::lock_guard<std::mutex> lock(c.mu);
+          c.channel->PollNow();
+          return c.channel->BufferedBytes() > 0 || c.channel->peer_finished() ||
+                 c.channel->error() != 0 || c.shut_rd;
+        },
+        [] { return false; }, io.spin_ns);
+    if (ready) continue;
+    if (SleepUntil(POLLIN, deadline) != 0) {
+      if (done > 0) return static_cast<ssize_t>(done);
+      return -1;  // EAGAIN (timeout) or EINTR
+    }
+  }
+}
+
+int RdmaTransport::Shutdown(int how) {
+  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (!core_ || core_->Inherited()) {
+    errno = ENOTCONN;
+    return -1;
+  }
+  Core& c = *core_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  int rc = 0;
+  if (how != SHUT_WR) c.shut_rd = true;
+  if (how != SHUT_RD && !c.channel->write_shut()) {
+    if (c.channel->ShutdownWrite() != 0) {
+      // As TCP: shutting down a reset connection reports ENOTCONN.
+      rc = -1;
+      errno = ENOTCONN;
+    }
+  }
+  c.UpdateReadiness();
+  return rc;
+}
+
+int RdmaTransport::ReadableBytes() {
+  if (!core_ || core_->Inherited()) {
+    errno = ECONNRESET;
+    return -1;
+  }
+  std::lock_guard<std::mutex> lock(core_->mu);
+  if (core_->shut_rd) return 0;
+  int64_t n = core_->channel->ReadableBytes();
+  core_->UpdateReadiness();
+  if (n < 0) return -1;
+  return n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
+}
+
+bool RdmaTransport::DropStaleWakeup() {
+  if (!core_ || core_->Inherited()) return false;
+  std::lock_guard<std::mutex> lock(core_->mu);
+  core_->channel->PollNow();
+  core_->UpdateReadiness();  // clears a readable state nothing backs
+  return !core_->ready.readable();
+}
+
+int RdmaTransport::TakeError() {
+  if (!core_ || core_->Inherited()) return ECONNRESET;
+  std::lock_guard<std::mutex> lock(core_->mu);
+  core_->channel->PollNow();
+  int err = core_->channel->error();
+  if (err == 0 || core_->error_reported) return 0;
+  core_->error_reported = true;
+  return err;
+}
+
+void RdmaTransport::Release() {
+  if (!core_) return;
+  std::shared_ptr<Core> core = std::move(core_);
+  if (core->Inherited()) {
+    // A forked child's copy: the verbs objects belong to the parent.  Leak
+    // the channel object (its destructor would disconnect the parent's
+    // connection); close only this process's descriptors.
+    (void)core->channel.release();
+    if (tcp_fd_ >= 0) sys::close(tcp_fd_);
+    tcp_fd_ = -1;
+    return;
+  }
+  bool was_watching;
+  {
+    std::lock_guard<std::mutex> lock(core->mu);
+    was_watching = core->watching;
+    core->watching = false;
+  }
+  if (was_watching) {
+    Unwatch(core->completion_fd);
+    Unwatch(core->cm_fd);
+  }
+  {
+    std::lock_guard<std::mutex> lock(core->mu);
+    core->channel->Close();  // bounded (ChannelOptions::close_timeout_ns)
+    core->ready.Close();
+  }
+  StatsRdmaRegistered(-static_cast<int64_t>(core->registered), core->registered);
+  if (tcp_fd_ >= 0) sys::close(tcp_fd_);
+  tcp_fd_ = -1;
+}
+
+}  // namespace vsocket::rdma

@@ -1,0 +1,85 @@
+// RdmaTransport: vsocket's Transport (vsocket/transport.h) over one
+// RdmaChannel, for connections whose path selection chose RDMA
+// (rdma_negotiation.h).
+//
+// Readiness.  The application's descriptor is the user end of a
+// ReadinessSocket.  Its POLLIN shows "data, EOF, shutdown(SHUT_RD) or a
+// reset is pending"; its POLLOUT shows "a send can make progress" (the peer
+// granted ring space, with hysteresis: cleared when the ring is full, set
+// again once a quarter is free) or a send would fail at once.  Whoever
+// changes the channel's state (a caller, or the process's RDMA progress
+// thread when the completion or CM fd fires) updates both, under the lock.
+//
+// Waiting.  Calls never sleep inside the channel.  A blocking call spins up
+// to IoOptions::spin_ns polling the CQ, then arms the CQ and sleeps in
+// poll() on its own user descriptor and the channel's completion and CM fds
+// (handling what arrives itself; the progress thread serves everyone else).  A signal
+// interrupts the sleep with EINTR, a timeout ends it with EAGAIN.
+//
+// Threading: thread-safe (one mutex per connection serialises every channel
+// call; nobody sleeps holding it).  Two threads may block in RecvMsg.
+//
+// Fork: verbs resources do not survive fork() (no ibv_fork_init; the child's
+// copy of the registered memory is not the device's).  A forked child's copy
+// of the connection is unusable: every call fails with ECONNRESET (ENOTCONN
+// for shutdown) and Release() only closes the child's descriptors, leaving
+// the parent's connection untouched.  The parent keeps working; when the
+// parent closes, the connection ends even if a child still holds a copy.
+#ifndef VSOCKET_RDMA_BACKEND_RDMA_TRANSPORT_H_
+#define VSOCKET_RDMA_BACKEND_RDMA_TRANSPORT_H_
+
+#include <memory>
+
+#include "rdma_backend/rdma_channel.h"
+#include "vsocket/transport.h"
+
+namespace vsocket::rdma {
+
+class RdmaTransport final : public Transport {
+ public:
+  // Wraps an established `channel` whose kernel TCP twin is `tcp_fd`.
+  // Takes ownership of both on success.  On failure returns nullptr with
+  // errno; `channel` is closed and `tcp_fd` is left to the caller.
+  // The user descriptor is new (close-on-exec); the caller may move it with
+  // MoveUserFd().
+  static std::unique_ptr<RdmaTransport> Create(
+      std::unique_ptr<RdmaChannel> channel, int tcp_fd);
+  ~RdmaTransport() override;
+
+  TransportKind kind() const override { return TransportKind::kRdma; }
+  FallbackReason fallback_reason() const override {
+    return FallbackReason::kNone;
+  }
+  ssize_t SendMsg(const struct msghdr* msg, int flags,
+                  const IoOptions& io) override;
+  ssize_t RecvMsg(struct msghdr* msg, int flags, const IoOptions& io) override;
+  int Shutdown(int how) override;
+  int ReadableBytes() override;
+  int TakeError() override;
+  bool DropStaleWakeup() override;
+  int user_fd() const override;
+  void MoveUserFd(int fd) override;
+  int tcp_fd() const override { return tcp_fd_; }
+  void OnForkChild() override;
+  void Release() override;
+
+  // Registered bytes held by this connection (for stats and tests).
+  size_t registered_bytes() const;
+
+ private:
+  struct Core;  // shared with the progress thread (rdma_transport.cc)
+
+  RdmaTransport(std::shared_ptr<Core> core, int tcp_fd)
+      : core_(std::move(core)), tcp_fd_(tcp_fd) {}
+  // Sleeps until the user descriptor reports `events`, or a completion or
+  // CM event arrives (then handles it), or the deadline.  0 when woken (the
+  // caller re-checks), -1 with EAGAIN (deadline) or EINTR.
+  // REQUIRES: the caller ran Core::Sync() (CQ armed) and holds no lock.
+  int SleepUntil(short events, int64_t deadline_ns);
+  std::shared_ptr<Core> core_;
+  int tcp_fd_;
+};
+
+}  // namespace vsocket::rdma
+
+#endif  // VSOCKET_RDMA_BACKEND_RDMA_TRANSPORT_H_

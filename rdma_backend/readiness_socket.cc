@@ -1,0 +1,88 @@
+#include "rdma_backend/readiness_socket.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "vsocket/real_libc.h"
+
+namespace vsocket::rdma {
+namespace {
+
+// Reads every queued datagram of `fd` (non-blocking).
+void Drain(int fd) {
+  char buf[64];
+  for (int i = 0; i < 4096; ++i) {
+    ssize_t n = sys::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;
+  }
+}
+
+}  // namespace
+
+ReadinessSocket::~ReadinessSocket() {
+  if (private_fd_ >= 0) sys::close(private_fd_);
+}
+
+void ReadinessSocket::CloseUserEnd() {
+  if (user_fd_ >= 0) sys::close(user_fd_);
+  user_fd_ = -1;
+}
+
+int ReadinessSocket::Open() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return -errno;
+  int one = 1;
+  sys::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+  user_fd_ = sv[0];
+  private_fd_ = sys::MovePrivate(sv[1]);
+  if (private_fd_ < 0) private_fd_ = sv[1];
+  return 0;
+}
+
+void ReadinessSocket::SetReadable(bool readable) {
+  if (private_fd_ < 0 || readable == readable_) return;
+  if (readable) {
+    char token = 'r';
+    // A full queue means a token is already there: readable either way.
+    sys::send(private_fd_, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } else {
+    Drain(user_fd_);
+  }
+  readable_ = readable;
+}
+
+void ReadinessSocket::SetWritable(bool writable) {
+  if (private_fd_ < 0 || writable != blocked_) return;
+  if (writable) {
+    Drain(private_fd_);
+    blocked_ = false;
+    return;
+  }
+  // Bounded: each datagram costs several hundred bytes of a minimal
+  // send buffer, so POLLOUT clears within a few sends.
+  for (int i = 0; i < 64; ++i) {
+    struct pollfd pfd = {user_fd_, POLLOUT, 0};
+    if (sys::poll(&pfd, 1, 0) < 0 && errno != EINTR) break;
+    if (!(pfd.revents & POLLOUT)) break;
+    char filler = 'w';
+    if (sys::send(user_fd_, &filler, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+        errno != EINTR) {
+      break;
+    }
+  }
+  blocked_ = true;
+}
+
+void ReadinessSocket::Close() {
+  if (private_fd_ < 0) return;
+  // Readable for good (a token), writable for good (filler drained, and
+  // once the private end is closed sends fail instead of blocking).
+  SetReadable(true);
+  SetWritable(true);
+  sys::close(private_fd_);
+  private_fd_ = -1;
+}
+
+}  // namespace vsocket::rdma

@@ -1,0 +1,65 @@
+// ReadinessSocket: the kernel descriptor an application holds for an RDMA
+// connection, whose poll()/epoll readiness is set by the transport.
+//
+// A connected pair of Unix datagram sockets (socketpair): the USER end is the
+// application's descriptor, the PRIVATE end is ours.
+//   POLLIN  on the user end <=> one token datagram (sent from the private
+//           end) is queued in it.
+//   POLLOUT on the user end <=> its send buffer has room: "filler"
+//           datagrams sent from the user end to the private end, and not yet
+//           drained there, use it up (SO_SNDBUF is set to the minimum, so a
+//           few datagrams clear POLLOUT).
+// Datagrams carry no meaning; the transport's state decides what to show.
+//
+// Threading: thread-compatible; RdmaTransport calls it under its mutex.
+// Ownership: the private end is owned and closed by this object; the user
+// end belongs to the socket layer (closed here only by CloseUserEnd(), for
+// a pair that was never handed out).
+#ifndef VSOCKET_RDMA_BACKEND_READINESS_SOCKET_H_
+#define VSOCKET_RDMA_BACKEND_READINESS_SOCKET_H_
+
+#include <atomic>
+
+namespace vsocket::rdma {
+
+class ReadinessSocket {
+ public:
+  ReadinessSocket() = default;
+  ReadinessSocket(const ReadinessSocket&) = delete;
+  ReadinessSocket& operator=(const ReadinessSocket&) = delete;
+  ~ReadinessSocket();  // closes the private end only
+
+  // Creates the pair (close-on-exec).  The user end starts writable and not
+  // readable.  0 or -errno.
+  int Open();
+
+  // May be read without the transport's lock (a sleeping caller polls it).
+  int user_fd() const { return user_fd_.load(std::memory_order_relaxed); }
+  // The user end now lives at descriptor `fd` (dup2/dup3 by the socket
+  // layer): use `fd` from now on.
+  void set_user_fd(int fd) { user_fd_.store(fd, std::memory_order_relaxed); }
+  // For a pair never handed to the application: closes the user end.
+  void CloseUserEnd();
+
+  // Makes the user end readable (true) or not (false).  Cheap when the state
+  // does not change (no system call).
+  void SetReadable(bool readable);
+  // What the user end shows now (as last set).
+  bool readable() const { return readable_; }
+  // Makes the user end writable (true) or not (false).  Idem.
+  void SetWritable(bool writable);
+
+  // Closes the private end: the user end stays readable and writable for
+  // good (EOF-like), so nobody blocks on it.
+  void Close();
+
+ private:
+  std::atomic<int> user_fd_{-1};
+  int private_fd_ = -1;
+  bool readable_ = false;
+  bool blocked_ = false;  // filler queued: not writable
+};
+
+}  // namespace vsocket::rdma
+
+#endif  // VSOCKET_RDMA_BACKEND_READINESS_SOCKET_H_
