@@ -3,8 +3,8 @@
 # transport available on this machine, printing the table and writing
 # bench-results/{results.json,plot.svg}.  Extra arguments go to vsocket-bench.
 #
-# RDMA: where this machine has an RDMA device and vsocket-bench has the rdma
-# transport, it is one more transport in the same run.  Without a device
+# RDMA: where this machine has an RDMA device, it is one more transport in
+# the same run (VSOCKET_TRANSPORT=rdma).  Without a device
 # (the development and CI machines) RDMA is measured in a Soft-RoCE QEMU
 # guest by benchmarks/rdma/run.sh; VSOCKET_BENCH_RDMA_VM=1 runs that here
 # too, after the local run (needs root; ~3-5 min; see docs/BENCHMARKS.md).
@@ -17,16 +17,8 @@ out="$top/bench-results"
 mkdir -p "$out"
 transports=tcp,shm
 bench="$top/build-release/benchmarks/vsocket-bench"
-# Today's help text says "later rdma": the socket-level RDMA transport is not
-# there yet (rdma_backend is a byte channel, benchmarked by rdma/run.sh).
-has_rdma_transport() { "$bench" --help 2>&1 | grep -qw rdma && ! "$bench" --help 2>&1 | grep -q 'later rdma'; }
 if ls /sys/class/infiniband/* >/dev/null 2>&1; then
-  if has_rdma_transport; then
-    transports="$transports,rdma"
-  else
-    echo "bench: RDMA device present, but vsocket-bench has no rdma transport yet;" \
-         "benchmarks/rdma/run.sh measures the RDMA channel"
-  fi
+  transports="$transports,rdma"
 else
   echo "bench: no RDMA device here; RDMA is measured in a Soft-RoCE QEMU guest by benchmarks/rdma/run.sh"
   if [[ ${VSOCKET_BENCH_RDMA_VM:-} == 1 ]]; then

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Two-guest end-to-end test of RdmaChannel: server in guest a, client in
-# guest b (tests/rdma_vm/run-in-guest.sh --pair: two QEMU guests, one vCPU
-# each, Soft-RoCE over an emulated Ethernet link).  The host writes
-# VSOCKET_RDMA_PAIR_MB (default 32) MiB of random data; guest b sends it
-# with `rdma_channel_bench send-file`, guest a receives it with
-# `rdma_channel_bench recv-file | sha256sum`; the host compares that
-# SHA-256 with its own sum of the file.
+# Two-guest end-to-end test: server in guest a, client in guest b
+# (tests/rdma_vm/run-in-guest.sh --pair: two QEMU guests, one vCPU each,
+# Soft-RoCE over an emulated Ethernet link).  The host writes
+# VSOCKET_RDMA_PAIR_MB (default 32) MiB of random data, sent from guest b to
+# guest a twice, and compares each received SHA-256 with its own:
+#   1. the RDMA channel alone: `rdma_channel_bench send-file` / `recv-file`;
+#   2. an unmodified program between two hosts: socat under vsocket-run with
+#      the default policy (VSOCKET_TRANSPORT=auto), which must pick RDMA by
+#      itself (both ends' VSOCKET_STATS must show one rdma connection).
 #
 #   tests/rdma/pair-checksum.sh BUILD_DIR
 #
@@ -23,6 +25,9 @@ if (($# != 1)) || [[ $1 == -* ]]; then
 fi
 bench=$(cd "$1" && pwd)/benchmarks/rdma_channel_bench
 [[ -x $bench ]] || { echo "pair-checksum: $bench not built" >&2; exit 2; }
+vrun=$(cd "$1" && pwd)/preload/vsocket-run
+[[ -x $vrun ]] || { echo "pair-checksum: $vrun not built" >&2; exit 2; }
+command -v socat >/dev/null || { echo "pair-checksum: socat not installed" >&2; exit 2; }
 mb=${VSOCKET_RDMA_PAIR_MB:-32}
 port=7471
 
@@ -37,10 +42,17 @@ want=$(sha256sum "$work/data" | cut -d' ' -f1)
 # Guest a: receive everything, hash it, leave the hash in the writable dir.
 cmd_a=$(printf 'set -o pipefail; timeout 300 %q recv-file "$VSOCKET_RDMA_SELF_IP" %d | sha256sum | cut -d" " -f1 >%q' \
   "$bench" "$port" "$work/out/a.sha256")
+# Then socat under the interposer, default policy: listen, hash, keep stats.
+cmd_a+=$(printf '; timeout 300 %q --stats -- socat -u TCP-LISTEN:%d,reuseaddr OPEN:/tmp/socat.in,creat,trunc 2>%q && sha256sum </tmp/socat.in | cut -d" " -f1 >%q' \
+  "$vrun" "$((port + 1))" "$work/out/a.socat.stats" "$work/out/a.socat.sha256")
 # shellcheck disable=SC2016
 # Guest b: send the host's file (the guest sees the host's / read-only).
 cmd_b=$(printf 'timeout 300 %q send-file "$VSOCKET_RDMA_PEER_IP" %d %q' \
   "$bench" "$port" "$work/data")
+# Then socat, once guest a listens again (retries: no negative caching of
+# the refused attempts, so the one that connects probes RDMA afresh).
+cmd_b+=$(printf '; ok=0; for i in $(seq 100); do if VSOCKET_RDMA_NEGATIVE_TTL_MS=0 timeout 300 %q --stats -- socat -u OPEN:%q TCP:"$VSOCKET_RDMA_PEER_IP":%d 2>%q; then ok=1; break; fi; sleep 0.2; done; [ $ok = 1 ]' \
+  "$vrun" "$work/data" "$((port + 1))" "$work/out/b.socat.stats")
 
 echo "pair-checksum: $mb MiB guest b -> guest a over RdmaChannel, SHA-256 $want"
 status=0
@@ -55,4 +67,19 @@ if [[ $got != "$want" ]]; then
   echo "pair-checksum: FAIL: guest a received SHA-256 '${got:-nothing}', sent $want" >&2
   exit 1
 fi
-echo "pair-checksum: PASS: SHA-256 matches end to end ($mb MiB)"
+echo "pair-checksum: channel: SHA-256 matches end to end ($mb MiB)"
+got=$(cat "$work/out/a.socat.sha256" 2>/dev/null || true)
+if [[ $got != "$want" ]]; then
+  echo "pair-checksum: FAIL: socat in guest a received SHA-256 '${got:-nothing}', sent $want" >&2
+  exit 1
+fi
+for side in a b; do
+  line=$(grep '^{"pid"' "$work/out/$side.socat.stats" | tail -1 || true)
+  echo "pair-checksum: socat guest $side stats: $line"
+  if [[ $line != *'"rdma":{"connections":1'* ]]; then
+    echo "pair-checksum: FAIL: socat in guest $side did not use RDMA" >&2
+    cat "$work/out/$side.socat.stats" >&2 || true
+    exit 1
+  fi
+done
+echo "pair-checksum: PASS: SHA-256 matches end to end ($mb MiB), twice; socat chose RDMA between hosts"
