@@ -30,6 +30,9 @@ const char kUsage[] =
     "  --max-messages N    cap on messages per phase of a point (default 10000000)\n"
     "  --io-timeout-ms MS  longest any socket call may block (default 5000)\n"
     "  --port P            server port (default 7201; --local: ephemeral)\n"
+    "  --address IP        --local: the address both ends use (default\n"
+    "                      127.0.0.1; RDMA needs an address of the RDMA\n"
+    "                      device's interface, e.g. the host's own IP)\n"
     "  --json FILE         write results as JSON\n"
     "  --plot FILE.svg     write latency and throughput plots as SVG\n"
     "  --verbose           progress and server session logs on stderr\n"
@@ -117,6 +120,10 @@ bool parse_options(int argc, char** argv, Options* o, std::string* error) {
       if (!host) return fail("--client needs a HOST");
       if (!set_role(Role::kClient)) return fail("give one of --local, --server, --client");
       o->host = host;
+    } else if (arg == "--address") {
+      const char* v = value();
+      if (!v) return fail("--address needs an IPv4 or IPv6 address");
+      o->local_address = v;
     } else if (arg == "--port") {
       if (!number(1, 65535, &port)) return fail("--port needs a number in 1..65535");
     } else if (arg == "--mode") {

@@ -17,6 +17,7 @@ constexpr uint16_t kDefaultPort = 7201;
 struct Options {
   Role role = Role::kLocal;
   std::string host;  // --client HOST
+  std::string local_address = "127.0.0.1";  // --local: --address IP
   int port = -1;     // -1: kDefaultPort, or an ephemeral port for --local
   std::vector<Mode> modes;            // run order
   std::vector<uint64_t> sizes;        // bytes, for pingpong and stream

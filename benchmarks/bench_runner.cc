@@ -122,7 +122,7 @@ struct ServerStartup {
   ServerStartup startup;
   int listen_fd = -1;
   try {
-    listen_fd = listen_on("127.0.0.1", plan.port);
+    listen_fd = listen_on(plan.local_address.c_str(), plan.port);
     startup.port = local_port(listen_fd);
   } catch (const TransportUnavailable& e) {
     startup.transport_unavailable = 1;
@@ -156,7 +156,7 @@ struct ServerStartup {
   cfg.max_messages = plan.max_messages;
   std::string resolve_error;
   try {
-    cfg.server = resolve_peer(plan.local ? "127.0.0.1" : plan.host, port);
+    cfg.server = resolve_peer(plan.local ? plan.local_address : plan.host, port);
   } catch (const BenchError& e) {
     resolve_error = e.what();
   }

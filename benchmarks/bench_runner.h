@@ -18,7 +18,8 @@ struct PointSpec {
 };
 
 struct RunPlan {
-  bool local = true;   // fork a server child per transport on 127.0.0.1
+  bool local = true;   // fork a server child per transport on local_address
+  std::string local_address = "127.0.0.1";
   std::string host;    // server to use when !local
   uint16_t port = 0;   // 0 with local: an ephemeral port
   std::vector<std::string> transports;

@@ -106,6 +106,7 @@ RunPlan make_plan(const Options& options) {
   RunPlan plan;
   plan.local = options.role == Role::kLocal;
   plan.host = options.host;
+  plan.local_address = options.local_address;
   if (options.port > 0) plan.port = uint16_t(options.port);
   else plan.port = plan.local ? 0 : kDefaultPort;
   plan.transports = options.transports;
@@ -137,7 +138,7 @@ int run_benchmark_role(const Options& options) {
 
   RunInfo info;
   info.role = plan.local ? "local" : "client";
-  info.server = plan.local ? "127.0.0.1 (forked per transport)"
+  info.server = plan.local ? plan.local_address + " (forked per transport)"
                            : plan.host + ":" + std::to_string(plan.port);
   info.transports = plan.transports;
   info.duration_ms = plan.duration_ms;

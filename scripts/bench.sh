@@ -17,8 +17,14 @@ out="$top/bench-results"
 mkdir -p "$out"
 transports=tcp,shm
 bench="$top/build-release/benchmarks/vsocket-bench"
+address=()
 if ls /sys/class/infiniband/* >/dev/null 2>&1; then
   transports="$transports,rdma"
+  # Both ends use an address of the first RDMA link's network device
+  # (loopback has no RDMA device); shm and tcp are measured there too.
+  netdev=$(rdma link show 2>/dev/null | awk '{for (i = 1; i < NF; ++i) if ($i == "netdev") { print $(i + 1); exit }}')
+  ip4=$([[ -n $netdev ]] && ip -4 -o addr show dev "$netdev" | awk '{split($4, a, "/"); print a[1]; exit}')
+  if [[ -n ${ip4:-} ]]; then address=(--address "$ip4"); fi
 else
   echo "bench: no RDMA device here; RDMA is measured in a Soft-RoCE QEMU guest by benchmarks/rdma/run.sh"
   if [[ ${VSOCKET_BENCH_RDMA_VM:-} == 1 ]]; then
@@ -27,7 +33,7 @@ else
     echo "bench: (set VSOCKET_BENCH_RDMA_VM=1 to run it here too; needs root, a few minutes)"
   fi
 fi
-"$bench" --local --transports "$transports" \
+"$bench" --local "${address[@]}" --transports "$transports" \
   --json "$out/results.json" --plot "$out/plot.svg" "$@"
 "$top/build-release/benchmarks/vsocket-idle-cpu" --idle-ms 2000
 echo "wrote $out/results.json and $out/plot.svg"

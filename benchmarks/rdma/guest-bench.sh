@@ -211,7 +211,9 @@ run_vsocket_bench_rdma() {
         return 0
     fi
     note "vsocket-bench --transports tcp,rdma (socket-level RDMA transport)"
-    if timeout 600 "$vb" --local --transports tcp,rdma --sizes 64,64K,1M --mode pingpong,stream \
+    # RDMA needs an address of rxe0's netdev (127.0.0.1 has no RDMA device).
+    if timeout 600 "$vb" --local --address "$VSOCKET_RDMA_SELF_IP" --transports tcp,rdma \
+           --sizes 64,64K,1M --mode pingpong,stream \
            --json "$LOGS/vsocket_bench_rdma.json" >"$LOGS/vsocket_bench_rdma.log" 2>&1; then
         put VB_RDMA "see logs/vsocket_bench_rdma.log"
         cat "$LOGS/vsocket_bench_rdma.log"
