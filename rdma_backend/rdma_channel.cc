@@ -599,6 +599,18 @@ void RdmaChannel::ArmForEvents() {
   }
 }
 
+void RdmaChannel::ConsumeEvents() {
+  if (closed_) return;
+  HandleCmEvents();
+  struct ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  while (cq_armed_ && ibv_get_cq_event(cc_, &ev_cq, &ev_ctx) == 0) {
+    ibv_ack_cq_events(ev_cq, 1);
+    cq_armed_ = false;
+  }
+  Progress();
+}
+
 uint64_t RdmaChannel::SendSpace() const {
   if (closed_ || error_ != 0 || !producer_) return 0;
   if (sq_inflight_ + 2 > opt_.send_queue_depth) return 0;

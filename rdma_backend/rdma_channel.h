@@ -185,6 +185,11 @@ class RdmaChannel {
   // that completion_fd() becomes readable for the next completion; also
   // handles CM events (a disconnect).  Loops until nothing is pending.
   void ArmForEvents();
+  // Consumes completion-channel events and handles what is pending, WITHOUT
+  // arming the CQ again: used while a caller busy-polls the channel, so the
+  // progress thread is woken at most once per spin.  A later ArmForEvents()
+  // re-arms.
+  void ConsumeEvents();
   // Bytes a Send() could take now without waiting (0 if the ring is full or
   // the channel cannot send).
   uint64_t SendSpace() const;

@@ -50,6 +50,11 @@ struct RdmaTransport::Core : public ProgressWatcher {
   int cm_fd = -1;
   size_t registered = 0;
   uint64_t fork_generation = 0;          // g_fork_generation at creation
+  // Application threads busy-polling the channel right now.  While there
+  // are any, the progress thread does not re-arm the CQ (the spinner sees
+  // completions first; each re-armed event would cost a thread wake-up on
+  // a small machine); the spinner re-arms when it stops (Sync).
+  std::atomic<int> spinners{0};
 
   // True in a forked child: the verbs objects are the parent's.
   bool Inherited() const;
@@ -88,7 +93,30 @@ struct RdmaTransport::Core : public ProgressWatcher {
   void OnReadable(int) override {
     std::lock_guard<std::mutex> lock(mu);
     if (!watching || !channel) return;
+    if (spinners.load(std::memory_order_acquire) > 0) {
+      channel->ConsumeEvents();
+      UpdateReadiness();
+      return;
+    }
     Sync();
+  }
+
+  // Busy-polls until `ready()` (called under mu, after PollNow) or the
+  // budget ends, then arms the CQ for sleeping and looks once more.
+  template <typename Ready>
+  bool SpinThenArm(Ready is_ready, uint32_t spin_ns) {
+    spinners.fetch_add(1, std::memory_order_acq_rel);
+    bool done = SpinUntil(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu);
+          channel->PollNow();
+          return is_ready();
+        },
+        [] { return false; }, spin_ns);
+    spinners.fetch_sub(1, std::memory_order_acq_rel);
+    std::lock_guard<std::mutex> lock(mu);
+    Sync();  // re-arms if the progress thread consumed an event meanwhile
+    return done || is_ready();
   }
 };
 
@@ -248,7 +276,8 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
         if (n < 0) err = errno;
       }
       if (err == ECONNRESET) c.error_reported = true;
-      if (n < 0 && err == EAGAIN) c.Sync();  // arm before we sleep
+      // Non-blocking: the caller may sleep in poll/epoll next, so arm now.
+      if (n < 0 && err == EAGAIN && nonblocking) c.Sync();
       else c.UpdateReadiness();
     }
     if (n > 0) {
@@ -271,14 +300,12 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
     }
     // Spin on the CQ for credits, then sleep until the descriptor is
     // writable (the progress thread sees the credit).
-    bool ready = SpinUntil(
+    bool ready = c.SpinThenArm(
         [&] {
-          std::lock_guard<std::mutex> lock(c.mu);
-          c.channel->PollNow();
           return c.channel->SendSpace() > 0 || c.channel->error() != 0 ||
                  c.channel->peer_closed();
         },
-        [] { return false; }, io.spin_ns);
+        io.spin_ns);
     if (ready) continue;
     if (SleepUntil(POLLOUT, deadline) != 0) {
       if (done > 0) return static_cast<ssize_t>(done);
@@ -318,7 +345,8 @@ ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
         if (n < 0) err = errno;
         if (err == ECONNRESET) c.error_reported = true;
       }
-      if (n < 0 && err == EAGAIN) c.Sync();  // arm before we sleep
+      // Non-blocking: the caller may sleep in poll/epoll next, so arm now.
+      if (n < 0 && err == EAGAIN && nonblocking) c.Sync();
       else c.UpdateReadiness();
     }
     if (n > 0) {
@@ -338,14 +366,12 @@ ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
       errno = EAGAIN;
       return -1;
     }
-    bool ready = SpinUntil(
+    bool ready = c.SpinThenArm(
         [&] {
-          std::lock_guard<std::mutex> lock(c.mu);
-          c.channel->PollNow();
           return c.channel->BufferedBytes() > 0 || c.channel->peer_finished() ||
                  c.channel->error() != 0 || c.shut_rd;
         },
-        [] { return false; }, io.spin_ns);
+        io.spin_ns);
     if (ready) continue;
     if (SleepUntil(POLLIN, deadline) != 0) {
       if (done > 0) return static_cast<ssize_t>(done);
