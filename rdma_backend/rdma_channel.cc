@@ -651,20 +651,27 @@ void RdmaChannel::Abort() {
 
 void RdmaChannel::Close() {
   if (closed_) return;
-  int64_t deadline = MonotonicNs() + opt_.close_timeout_ns;
+  int64_t drain_deadline = MonotonicNs() + opt_.close_drain_timeout_ns;
   call_spin_ns_ = opt_.spin_ns;
   if (ec_ != nullptr && connected_) HandleCmEvents();
   if (qp_ != nullptr && connected_ && error_ == 0 && !peer_closed_) {
     // Tell the peer, then wait until our writes (and the CLOSE) completed so
-    // the disconnect cannot flush data the peer has not received.
-    if (PostImmOnly(kImmControl | kCtlClose, true, deadline) == 0) {
+    // the disconnect cannot flush data the peer has not received.  (A
+    // 500 ms bound here lost the tail of a 32 MiB transfer between two slow
+    // guests: the peer saw a reset after most of the data.)
+    if (PostImmOnly(kImmControl | kCtlClose, true, drain_deadline) == 0) {
       fin_sent_ = true;
       uint64_t target = sig_posted_;
       while (error_ == 0 && sig_done_ < target) {
-        if (WaitForProgress(deadline) != 0) break;
+        if (WaitForProgress(drain_deadline) != 0) break;
+      }
+      if (error_ == 0 && sig_done_ < target) {
+        VSOCKET_LOG(kWarn, "rdma: close gave up after %lld ms with data in flight",
+                    static_cast<long long>(opt_.close_drain_timeout_ns / 1000000));
       }
     }
   }
+  int64_t deadline = MonotonicNs() + opt_.close_timeout_ns;
   if (id_ != nullptr && !disconnecting_ && (connected_ || error_ != 0)) {
     disconnecting_ = true;
     bool disconnect_sent = rdma_disconnect(id_) == 0;

@@ -55,7 +55,13 @@ struct ChannelOptions {
   uint64_t ring_capacity = 1u << 20;       // our receive ring, power of two
   uint32_t spin_ns = 20'000;               // CQ busy-poll before sleeping
   int64_t connect_timeout_ns = 5'000'000'000;
-  int64_t close_timeout_ns = 500'000'000;  // drain + disconnect, in total
+  int64_t close_timeout_ns = 500'000'000;  // disconnect handshake
+  // How long Close() waits for the NIC to deliver what was already sent
+  // (the data is in flight, not waiting for the peer application: RDMA
+  // WRITEs land without it).  A live peer thus gets every byte even when a
+  // slow link needs seconds; a dead one ends the wait sooner, through the
+  // QP's retry exhaustion (error).
+  int64_t close_drain_timeout_ns = 10'000'000'000;
   uint32_t signal_every = 16;              // signalled send WR period
   uint32_t inline_wanted = 128;            // requested max_inline_data
   uint32_t send_queue_depth = 256;
@@ -148,9 +154,10 @@ class RdmaChannel {
   // the data).  Later Sends fail with EPIPE.  0 or -1/errno.
   int ShutdownWrite();
 
-  // Orderly close, bounded by close_timeout_ns: tells the peer (close
-  // message), waits for our sends to complete, rdma_disconnect(), waits for
-  // the DISCONNECTED event, destroys QP/CQ/channels/id, returns the blocks.
+  // Orderly close, bounded: tells the peer (close message), waits up to
+  // close_drain_timeout_ns for our sends to complete, rdma_disconnect(),
+  // waits up to close_timeout_ns for the DISCONNECTED event, destroys
+  // QP/CQ/channels/id, returns the blocks.
   // Idempotent.  After it every call fails with ENOTCONN.
   void Close();
   // Like Close() but without the CLOSE message: the peer sees a reset

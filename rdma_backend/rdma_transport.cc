@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -177,6 +179,40 @@ int RdmaTransport::SleepUntil(short events, int64_t deadline_ns) {
   return 0;
 }
 
+namespace {
+std::mutex g_live_mu;
+}  // namespace
+
+// The registry behind RegisterLive/CloseAllAtExit (leaked: used at exit).
+static std::vector<std::weak_ptr<void>>& LiveCores() {
+  static auto* cores = new std::vector<std::weak_ptr<void>>();
+  return *cores;
+}
+
+void RdmaTransport::RegisterLive(const std::shared_ptr<Core>& core) {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  auto& cores = LiveCores();
+  if (cores.empty()) std::atexit(CloseAllAtExit);
+  std::erase_if(cores, [](const std::weak_ptr<void>& w) { return w.expired(); });
+  cores.push_back(std::static_pointer_cast<void>(core));
+}
+
+void RdmaTransport::CloseAllAtExit() {
+  std::vector<std::shared_ptr<Core>> live;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    for (auto& w : LiveCores()) {
+      if (auto c = w.lock()) live.push_back(std::static_pointer_cast<Core>(c));
+    }
+    LiveCores().clear();
+  }
+  for (auto& core : live) {
+    if (core->Inherited()) continue;  // the parent's verbs objects
+    std::lock_guard<std::mutex> lock(core->mu);
+    if (core->channel) core->channel->Close();  // idempotent, bounded
+  }
+}
+
 std::unique_ptr<RdmaTransport> RdmaTransport::Create(
     std::unique_ptr<RdmaChannel> channel, int tcp_fd) {
   InstallForkHandler();
@@ -214,6 +250,7 @@ std::unique_ptr<RdmaTransport> RdmaTransport::Create(
     core->Sync();
   }
   StatsRdmaRegistered(static_cast<int64_t>(core->registered), core->registered);
+  RegisterLive(core);
   return std::unique_ptr<RdmaTransport>(new RdmaTransport(std::move(core), tcp_fd));
 }
 

@@ -69,6 +69,15 @@ class RdmaTransport final : public Transport {
  private:
   struct Core;  // shared with the progress thread (rdma_transport.cc)
 
+  // Connections still open when the process exits.  Kernel TCP delivers
+  // what send() accepted even after the process is gone; RDMA needs the
+  // process until the NIC has it, so an atexit handler closes each live
+  // connection as close() would (bounded drain, CLOSE, disconnect): the
+  // peer reads everything, then end of stream.  _exit() and signals that
+  // kill skip it (the peer then sees a reset, as after a crash).
+  static void RegisterLive(const std::shared_ptr<Core>& core);
+  static void CloseAllAtExit();
+
   RdmaTransport(std::shared_ptr<Core> core, int tcp_fd)
       : core_(std::move(core)), tcp_fd_(tcp_fd) {}
   // Sleeps until the user descriptor reports `events`, or a completion or

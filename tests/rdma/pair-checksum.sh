@@ -43,7 +43,7 @@ want=$(sha256sum "$work/data" | cut -d' ' -f1)
 cmd_a=$(printf 'set -o pipefail; timeout 300 %q recv-file "$VSOCKET_RDMA_SELF_IP" %d | sha256sum | cut -d" " -f1 >%q' \
   "$bench" "$port" "$work/out/a.sha256")
 # Then socat under the interposer, default policy: listen, hash, keep stats.
-cmd_a+=$(printf '; timeout 300 %q --stats -- socat -u TCP-LISTEN:%d,reuseaddr OPEN:/tmp/socat.in,creat,trunc 2>%q && sha256sum </tmp/socat.in | cut -d" " -f1 >%q' \
+cmd_a+=$(printf '; timeout 300 %q --stats -- socat -u TCP-LISTEN:%d,reuseaddr OPEN:/tmp/socat.in,creat,trunc 2>%q ; echo "socat received $(stat -c %%s /tmp/socat.in) bytes" >&2; sha256sum </tmp/socat.in | cut -d" " -f1 >%q' \
   "$vrun" "$((port + 1))" "$work/out/a.socat.stats" "$work/out/a.socat.sha256")
 # shellcheck disable=SC2016
 # Guest b: send the host's file (the guest sees the host's / read-only).
