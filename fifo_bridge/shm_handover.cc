@@ -119,26 +119,9 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
                        &peer_len) != 0)
     return fail("the liveness TCP socket is not connected");
 
-  std::unique_ptr<ShmTransport> t(new ShmTransport());
-  bool client = role == Role::kClient;
-  Direction tx = client ? Direction::kClientToServer : Direction::kServerToClient;
-  Direction rx = client ? Direction::kServerToClient : Direction::kClientToServer;
-  uint64_t capacity = segment->capacity();
-  t->role_ = role;
-  t->side_ = side;
-  t->side_fd_ = side_fd;
-  t->tx_ = segment->control(tx);
-  t->rx_ = segment->control(rx);
-  t->producer_ = std::make_unique<RingProducer>(t->tx_, segment->data(tx),
-                                                capacity, &side->head);
-  t->consumer_ = std::make_unique<RingConsumer>(t->rx_, segment->data(rx),
-                                                capacity, &side->tail);
-  t->block_threshold_ = capacity / 4;
-  t->segment_ = std::move(segment);
-  t->doorbell_ = std::move(doorbell);
-  t->tcp_fd_ = tcp_fd;
-  t->claim_deadline_ns_ = 0;
-  t->claimed_.store(true, std::memory_order_relaxed);
+  std::unique_ptr<ShmTransport> t =
+      Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
+               tcp_fd, /*claim_deadline_ns=*/0, /*claimed=*/true);
   WatchLiveness(tcp_fd, t.get());
   t->watched_ = true;
   WatchSink(sink_fd, t.get());

@@ -14,6 +14,7 @@
 
 #include "vsocket/real_libc.h"
 #include "vsocket/descriptor_swap.h"
+#include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
 #include "vsocket/signal_restart.h"
 #include "vsocket/wait.h"
@@ -25,28 +26,6 @@ namespace {
 
 // Returned by the Try* helpers when the connection moved to TCP under them.
 constexpr ssize_t kMovedToTcp = -EREMCHG;
-
-size_t IovTotal(const struct iovec* iov, size_t n) {
-  size_t total = 0;
-  for (size_t i = 0; i < n; ++i) total += iov[i].iov_len;
-  return total;
-}
-
-// A copy of `iov` without its first `skip` bytes.
-std::vector<struct iovec> IovSuffix(const struct iovec* iov, size_t n,
-                                    size_t skip) {
-  std::vector<struct iovec> out;
-  for (size_t i = 0; i < n; ++i) {
-    if (skip >= iov[i].iov_len) {
-      skip -= iov[i].iov_len;
-      continue;
-    }
-    out.push_back({static_cast<char*>(iov[i].iov_base) + skip,
-                   iov[i].iov_len - skip});
-    skip = 0;
-  }
-  return out;
-}
 
 void RaiseSigpipe(int flags) {
   if (!(flags & MSG_NOSIGNAL)) ::raise(SIGPIPE);
@@ -81,14 +60,32 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
   int side_fd = -1;
   SideState* side = CreateSideState(&side_fd);
   if (!side) return nullptr;
+  bool client = role == Role::kClient;
+  std::unique_ptr<ShmTransport> t =
+      Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
+               tcp_fd, claim_deadline_ns, /*claimed=*/!client);
+  if (client) {
+    // Watch from the start: before the claim, bytes or EOF on TCP mean the
+    // listener was a plain program (CheckLiveness revokes the offer).
+    WatchLiveness(tcp_fd, t.get());
+    t->watched_ = true;
+  }
+  WatchSink(t->doorbell_->sink_fd(), t.get());
+  return t;
+}
+
+std::unique_ptr<ShmTransport> ShmTransport::Assemble(
+    Role role, std::unique_ptr<ShmSegment> segment,
+    std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
+    int tcp_fd, int64_t claim_deadline_ns, bool claimed) {
   std::unique_ptr<ShmTransport> t(new ShmTransport());
-  t->side_fd_ = side_fd;
   bool client = role == Role::kClient;
   Direction tx = client ? Direction::kClientToServer : Direction::kServerToClient;
   Direction rx = client ? Direction::kServerToClient : Direction::kClientToServer;
   uint64_t capacity = segment->capacity();
   t->role_ = role;
   t->side_ = side;
+  t->side_fd_ = side_fd;
   t->tx_ = segment->control(tx);
   t->rx_ = segment->control(rx);
   t->producer_ = std::make_unique<RingProducer>(t->tx_, segment->data(tx),
@@ -100,14 +97,7 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
   t->doorbell_ = std::move(doorbell);
   t->tcp_fd_ = tcp_fd;
   t->claim_deadline_ns_ = claim_deadline_ns;
-  t->claimed_.store(!client, std::memory_order_relaxed);
-  if (client) {
-    // Watch from the start: before the claim, bytes or EOF on TCP mean the
-    // listener was a plain program (CheckLiveness revokes the offer).
-    WatchLiveness(tcp_fd, t.get());
-    t->watched_ = true;
-  }
-  WatchSink(t->doorbell_->sink_fd(), t.get());
+  t->claimed_.store(claimed, std::memory_order_relaxed);
   return t;
 }
 

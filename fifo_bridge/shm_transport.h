@@ -118,6 +118,13 @@ class ShmTransport final : public Transport, public LivenessTarget {
 
  private:
   ShmTransport() = default;
+  // The object for one side over `segment`, with the given side state and
+  // descriptors (all owned from now on); watches nothing yet.  Shared by
+  // Create() and AdoptInherited().
+  static std::unique_ptr<ShmTransport> Assemble(
+      Role role, std::unique_ptr<ShmSegment> segment,
+      std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
+      int tcp_fd, int64_t claim_deadline_ns, bool claimed);
 
   bool revoked() const;
   // Client: revoke the offer if it is unclaimed and `force` or past its

@@ -1,5 +1,6 @@
 #include "rdma_backend/rdma_channel.h"
 
+#include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
 #include "vsocket/wait.h"
 #include <arpa/inet.h>
@@ -17,9 +18,7 @@ using ::vsocket::DeadlineAfter;
 using ::vsocket::MonotonicNs;
 
 uint64_t IovTotal(const struct iovec* iov, int iovcnt) {
-  uint64_t total = 0;
-  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
-  return total;
+  return ::vsocket::IovTotal(iov, static_cast<size_t>(iovcnt));
 }
 
 }  // namespace

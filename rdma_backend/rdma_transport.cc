@@ -15,6 +15,7 @@
 #include "rdma_backend/progress_thread.h"
 #include "rdma_backend/readiness_socket.h"
 #include "vsocket/signal_restart.h"
+#include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
 #include "vsocket/real_libc.h"
 #include "vsocket/stats.h"
@@ -126,32 +127,6 @@ bool RdmaTransport::Core::Inherited() const {
   return fork_generation != g_fork_generation.load(std::memory_order_relaxed);
 }
 
-namespace {
-
-uint64_t IovTotal(const struct iovec* iov, size_t n) {
-  uint64_t total = 0;
-  for (size_t i = 0; i < n; ++i) total += iov[i].iov_len;
-  return total;
-}
-
-// The iovec array `iov` without its first `skip` bytes.
-std::vector<struct iovec> SkipBytes(const struct iovec* iov, size_t n,
-                                    uint64_t skip) {
-  std::vector<struct iovec> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (skip >= iov[i].iov_len) {
-      skip -= iov[i].iov_len;
-      continue;
-    }
-    out.push_back({static_cast<char*>(iov[i].iov_base) + skip,
-                   iov[i].iov_len - skip});
-    skip = 0;
-  }
-  return out;
-}
-
-}  // namespace
 
 int RdmaTransport::SleepUntil(short events, int64_t deadline_ns) {
   Core& c = *core_;
@@ -296,8 +271,16 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
     int err = 0;
     {
       std::lock_guard<std::mutex> lock(c.mu);
-      std::vector<struct iovec> rest =
-          SkipBytes(msg->msg_iov, msg->msg_iovlen, done);
+      // The caller's array as is on the first pass (no allocation per
+      // message); a copy without the bytes already sent after that.
+      std::vector<struct iovec> rest;
+      const struct iovec* iov = msg->msg_iov;
+      int iovcnt = static_cast<int>(msg->msg_iovlen);
+      if (done > 0) {
+        rest = IovSuffix(msg->msg_iov, msg->msg_iovlen, done);
+        iov = rest.data();
+        iovcnt = static_cast<int>(rest.size());
+      }
       if (total == 0) {
         // As TCP: a zero-byte send still reports a broken connection.
         n = 0;
@@ -309,7 +292,7 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
           err = EPIPE;
         }
       } else {
-        n = c.channel->Send(rest.data(), static_cast<int>(rest.size()), now);
+        n = c.channel->Send(iov, iovcnt, now);
         if (n < 0) err = errno;
       }
       if (err == ECONNRESET) c.error_reported = true;
@@ -375,10 +358,15 @@ ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
       if (c.shut_rd) {
         n = 0;
       } else {
-        std::vector<struct iovec> rest =
-            SkipBytes(msg->msg_iov, msg->msg_iovlen, done);
-        n = c.channel->TryRecv(rest.data(), static_cast<int>(rest.size()),
-                               peek);
+        std::vector<struct iovec> rest;
+        const struct iovec* iov = msg->msg_iov;
+        int iovcnt = static_cast<int>(msg->msg_iovlen);
+        if (done > 0) {  // MSG_WAITALL's later passes only
+          rest = IovSuffix(msg->msg_iov, msg->msg_iovlen, done);
+          iov = rest.data();
+          iovcnt = static_cast<int>(rest.size());
+        }
+        n = c.channel->TryRecv(iov, iovcnt, peek);
         if (n < 0) err = errno;
         if (err == ECONNRESET) c.error_reported = true;
       }
