@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "vsocket/background_thread.h"
 #include "vsocket/log.h"
 #include "vsocket/real_libc.h"
 
@@ -81,13 +82,7 @@ class Watcher {
     epoll_fd_ = sys::MovePrivate(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_fd_ < 0) return false;
     int epoll_fd = epoll_fd_;
-    // Block every signal in the thread so the application's handlers keep
-    // running on its own threads.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    std::thread([this, epoll_fd] { Run(epoll_fd); }).detach();
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    StartBackgroundThread([this, epoll_fd] { Run(epoll_fd); });
     return true;
   }
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "vsocket/background_thread.h"
 #include "vsocket/log.h"
 #include "vsocket/real_libc.h"
 
@@ -59,13 +60,7 @@ class ProgressThread {
     epoll_fd_ = sys::MovePrivate(fd);
     if (epoll_fd_ < 0) epoll_fd_ = fd;
     int epoll_fd = epoll_fd_;
-    // Block every signal in the thread: the application's handlers keep
-    // running on its own threads.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    std::thread([this, epoll_fd] { Run(epoll_fd); }).detach();
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    StartBackgroundThread([this, epoll_fd] { Run(epoll_fd); });
     return true;
   }
 
