@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -50,6 +51,17 @@ class ProgressThread {
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   }
 
+  int ScheduleCheck(const std::shared_ptr<ProgressWatcher>& watcher,
+                    int64_t delay_ns) {
+    if (owner_pid_ != ::getpid()) return -EOPNOTSUPP;  // see Watch()
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (epoll_fd_ < 0 && !Start()) return -errno;
+    checks_.push_back(watcher);
+    if (delay_ns < check_delay_ns_ || check_delay_ns_ == 0) check_delay_ns_ = delay_ns;
+    if (!timer_set_) SetTimer();
+    return 0;
+  }
+
  private:
   ProgressThread() : owner_pid_(::getpid()) {}
 
@@ -57,11 +69,59 @@ class ProgressThread {
   bool Start() {
     int fd = ::epoll_create1(EPOLL_CLOEXEC);
     if (fd < 0) return false;
+    int timer = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (timer < 0) {
+      int err = errno;
+      sys::close(fd);
+      errno = err;
+      return false;
+    }
     epoll_fd_ = sys::MovePrivate(fd);
     if (epoll_fd_ < 0) epoll_fd_ = fd;
+    timer_fd_ = sys::MovePrivate(timer);
+    if (timer_fd_ < 0) timer_fd_ = timer;
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.fd = timer_fd_;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev);
     int epoll_fd = epoll_fd_;
     StartBackgroundThread([this, epoll_fd] { Run(epoll_fd); });
     return true;
+  }
+
+  // REQUIRES: mutex_ held, checks_ not empty.  One-shot timer.
+  void SetTimer() {
+    struct itimerspec its = {};
+    int64_t ns = check_delay_ns_ > 0 ? check_delay_ns_ : 1;
+    its.it_value.tv_sec = ns / 1'000'000'000;
+    its.it_value.tv_nsec = ns % 1'000'000'000;
+    timer_set_ = ::timerfd_settime(timer_fd_, 0, &its, nullptr) == 0;
+  }
+
+  // On the thread: the timer fired.  Runs every scheduled check outside the
+  // lock (a check takes its watcher's lock, and watchers schedule while
+  // holding theirs) and keeps those that ask to be called again.
+  void RunChecks() {
+    uint64_t expirations;
+    (void)!::read(timer_fd_, &expirations, sizeof(expirations));
+    std::vector<std::weak_ptr<ProgressWatcher>> due;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      due.swap(checks_);
+      timer_set_ = false;
+    }
+    std::vector<std::weak_ptr<ProgressWatcher>> again;
+    for (auto& weak : due) {
+      if (auto watcher = weak.lock(); watcher && watcher->OnCheck())
+        again.push_back(std::move(weak));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& weak : again) checks_.push_back(std::move(weak));
+    if (checks_.empty()) {
+      check_delay_ns_ = 0;
+    } else if (!timer_set_) {
+      SetTimer();
+    }
   }
 
   void Run(int epoll_fd) {
@@ -75,9 +135,14 @@ class ProgressThread {
         return;
       }
       ready.clear();
+      bool timer_fired = false;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         for (int i = 0; i < n; ++i) {
+          if (events[i].data.fd == timer_fd_) {
+            timer_fired = true;
+            continue;
+          }
           auto it = watchers_.find(events[i].data.fd);
           if (it != watchers_.end()) ready.emplace_back(it->first, it->second);
         }
@@ -85,13 +150,19 @@ class ProgressThread {
       // Outside the lock: a watcher takes its own lock, and its owner may
       // call Unwatch() while holding that lock.
       for (auto& [fd, watcher] : ready) watcher->OnReadable(fd);
+      if (timer_fired) RunChecks();
     }
   }
 
   const pid_t owner_pid_;
   std::mutex mutex_;
   int epoll_fd_ = -1;
+  int timer_fd_ = -1;
   std::unordered_map<int, std::shared_ptr<ProgressWatcher>> watchers_;
+  // ScheduleCheck(): guarded by mutex_.
+  std::vector<std::weak_ptr<ProgressWatcher>> checks_;
+  int64_t check_delay_ns_ = 0;  // shortest delay asked for by checks_
+  bool timer_set_ = false;
 };
 
 }  // namespace
@@ -101,5 +172,10 @@ int Watch(int fd, std::shared_ptr<ProgressWatcher> watcher) {
 }
 
 void Unwatch(int fd) { ProgressThread::Get().Unwatch(fd); }
+
+int ScheduleCheck(const std::shared_ptr<ProgressWatcher>& watcher,
+                  int64_t delay_ns) {
+  return ProgressThread::Get().ScheduleCheck(watcher, delay_ns);
+}
 
 }  // namespace vsocket::rdma

@@ -24,6 +24,9 @@ class ProgressWatcher {
   virtual ~ProgressWatcher() = default;
   // `fd` (one of those passed to Watch) is readable.
   virtual void OnReadable(int fd) = 0;
+  // The delay given to ScheduleCheck() has passed.  Returns true to be
+  // called again one delay later.  Same contract as OnReadable().
+  virtual bool OnCheck() { return false; }
 };
 
 // Starts the thread if needed and watches `fd` (level-triggered) for
@@ -31,6 +34,14 @@ class ProgressWatcher {
 int Watch(int fd, std::shared_ptr<ProgressWatcher> watcher);
 // Stops watching `fd`.
 void Unwatch(int fd);
+
+// Calls watcher->OnCheck() on the progress thread about `delay_ns` from now
+// (one process-wide timer: checks scheduled together run together, at the
+// shortest delay asked for).  The thread holds only a weak reference.  A
+// watcher scheduled twice is called twice: callers keep their own "pending"
+// flag.  0 or -errno (no thread could be started; in a forked child).
+int ScheduleCheck(const std::shared_ptr<ProgressWatcher>& watcher,
+                  int64_t delay_ns);
 
 }  // namespace vsocket::rdma
 

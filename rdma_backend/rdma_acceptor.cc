@@ -353,6 +353,7 @@ std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,
   if (!channel) return nullptr;
   // Nobody watched the parked channel: a client that gave up on its probe
   // after our handshake completed has sent a disconnect (before its SYN).
+  channel->PollCm();
   channel->ArmForEvents();
   if (channel->error() != 0 || channel->closed()) {
     VSOCKET_LOG(kWarn, "rdma: the channel of %s broke before accept",

@@ -189,14 +189,20 @@ class RdmaChannel {
   // number handled.
   int PollNow();
   // Consumes completion-channel events, arms the CQ and re-checks it, so
-  // that completion_fd() becomes readable for the next completion; also
-  // handles CM events (a disconnect).  Loops until nothing is pending.
+  // that completion_fd() becomes readable for the next completion.  Loops
+  // until nothing is pending.  CM events are not looked at (PollCm()).
   void ArmForEvents();
   // Consumes completion-channel events and handles what is pending, WITHOUT
   // arming the CQ again: used while a caller busy-polls the channel, so the
   // progress thread is woken at most once per spin.  A later ArmForEvents()
   // re-arms.
   void ConsumeEvents();
+  // Handles the CM events pending on cm_fd() (a disconnect).  One system
+  // call: for when cm_fd() polled readable, or before trusting a channel
+  // nobody watched.
+  void PollCm();
+  // True while completion_fd() will fire for the next completion.
+  bool cq_armed() const { return cq_armed_; }
   // Bytes a Send() could take now without waiting (0 if the ring is full or
   // the channel cannot send).
   uint64_t SendSpace() const;

@@ -41,7 +41,8 @@ void InstallForkHandler() {
 
 // Everything the progress thread may touch, kept alive by shared_ptr until
 // both the transport and any running progress call let go.
-struct RdmaTransport::Core : public ProgressWatcher {
+struct RdmaTransport::Core : public ProgressWatcher,
+                             public std::enable_shared_from_this<RdmaTransport::Core> {
   std::mutex mu;
   std::unique_ptr<RdmaChannel> channel;  // guarded by mu
   ReadinessSocket ready;                 // guarded by mu
@@ -56,8 +57,19 @@ struct RdmaTransport::Core : public ProgressWatcher {
   // Application threads busy-polling the channel right now.  While there
   // are any, the progress thread does not re-arm the CQ (the spinner sees
   // completions first; each re-armed event would cost a thread wake-up on
-  // a small machine); the spinner re-arms when it stops (Sync).
+  // a small machine); a spinner that gives up arms before it sleeps, one
+  // that succeeds leaves the arming to LeaveCall.
   std::atomic<int> spinners{0};
+  // Deferred arming.  A call whose spin found its completion leaves the CQ
+  // unarmed (arming costs a system call, and an armed CQ wakes the progress
+  // thread for every later completion).  The progress thread arms it once
+  // the connection was idle for a whole check period (OnCheck), so an
+  // application that then sleeps in poll/epoll on the descriptor sees
+  // readiness at most two periods late; a caller that sleeps itself arms
+  // first (Sync).
+  uint64_t calls = 0;                    // guarded by mu
+  uint64_t calls_at_check = 0;           // guarded by mu
+  bool check_pending = false;            // guarded by mu
 
   // True in a forked child: the verbs objects are the parent's.
   bool Inherited() const;
@@ -93,9 +105,10 @@ struct RdmaTransport::Core : public ProgressWatcher {
     }
   }
 
-  void OnReadable(int) override {
+  void OnReadable(int fd) override {
     std::lock_guard<std::mutex> lock(mu);
     if (!watching || !channel) return;
+    if (fd == cm_fd) channel->PollCm();
     if (spinners.load(std::memory_order_acquire) > 0) {
       channel->ConsumeEvents();
       UpdateReadiness();
@@ -104,8 +117,38 @@ struct RdmaTransport::Core : public ProgressWatcher {
     Sync();
   }
 
+  bool OnCheck() override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!watching || !channel) {
+      check_pending = false;
+      return false;
+    }
+    if (calls != calls_at_check || spinners.load(std::memory_order_acquire) > 0) {
+      calls_at_check = calls;  // still busy: look again one period later
+      return true;
+    }
+    check_pending = false;
+    if (!channel->cq_armed()) Sync();
+    return false;
+  }
+
+  // REQUIRES: mu held.  The end of every application call: makes sure the
+  // CQ gets armed before anyone may wait for it outside vsocket (at once
+  // when the call had no spin budget, else after an idle period).
+  void LeaveCall(uint32_t spin_ns) {
+    ++calls;
+    if (!watching || channel->cq_armed() || check_pending) return;
+    if (spin_ns == 0 || ScheduleCheck(shared_from_this(), spin_ns) != 0) {
+      Sync();
+      return;
+    }
+    calls_at_check = calls;
+    check_pending = true;
+  }
+
   // Busy-polls until `ready()` (called under mu, after PollNow) or the
-  // budget ends, then arms the CQ for sleeping and looks once more.
+  // budget ends.  Found: returns true with the CQ as it was (LeaveCall arms
+  // it later).  Not found: arms the CQ for sleeping and looks once more.
   template <typename Ready>
   bool SpinThenArm(Ready is_ready, uint32_t spin_ns) {
     spinners.fetch_add(1, std::memory_order_acq_rel);
@@ -117,10 +160,27 @@ struct RdmaTransport::Core : public ProgressWatcher {
         },
         [] { return false; }, spin_ns);
     spinners.fetch_sub(1, std::memory_order_acq_rel);
+    if (done) return true;
     std::lock_guard<std::mutex> lock(mu);
-    Sync();  // re-arms if the progress thread consumed an event meanwhile
-    return done || is_ready();
+    Sync();
+    return is_ready();
   }
+};
+
+// Runs Core::LeaveCall when a SendMsg/RecvMsg returns, whichever way.
+class RdmaTransport::CallScope {
+ public:
+  CallScope(Core& core, uint32_t spin_ns) : core_(core), spin_ns_(spin_ns) {}
+  ~CallScope() {
+    std::lock_guard<std::mutex> lock(core_.mu);
+    if (core_.channel) core_.LeaveCall(spin_ns_);
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  Core& core_;
+  uint32_t spin_ns_;
 };
 
 bool RdmaTransport::Core::Inherited() const {
@@ -149,7 +209,10 @@ int RdmaTransport::SleepUntil(short events, int64_t deadline_ns) {
   }
   if ((fds[1].revents | fds[2].revents) & POLLIN) {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.watching) c.Sync();
+    if (c.watching) {
+      if (fds[2].revents & POLLIN) c.channel->PollCm();
+      c.Sync();
+    }
   }
   return 0;
 }
@@ -261,6 +324,7 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
     return -1;
   }
   Core& c = *core_;
+  CallScope scope(c, io.spin_ns);
   uint64_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
   bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
   int64_t deadline = nonblocking ? 0 : DeadlineAfter(io.timeout_ns);
@@ -341,6 +405,7 @@ ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
     return -1;
   }
   Core& c = *core_;
+  CallScope scope(c, io.spin_ns);
   msg->msg_flags = 0;
   msg->msg_controllen = 0;
   uint64_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);

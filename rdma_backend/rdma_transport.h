@@ -68,6 +68,7 @@ class RdmaTransport final : public Transport {
 
  private:
   struct Core;  // shared with the progress thread (rdma_transport.cc)
+  class CallScope;
 
   // Connections still open when the process exits.  Kernel TCP delivers
   // what send() accepted even after the process is gone; RDMA needs the

@@ -8,7 +8,7 @@
 //   rdma_transport_test                  every scenario
 //   rdma_transport_test NAME...          some (integrity plain_server
 //                                        tcp_policy kill readiness fork stats
-//                                        waiters pingpong)
+//                                        waiters pingpong spin_then_sleep)
 //   VSOCKET_RDMA_TEST_MB=64              bytes for `integrity` (default 64)
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -792,6 +792,75 @@ int PingPong() {
          PingPongWithSpin("0");
 }
 
+// --- spin_then_sleep: a blocking call whose spin found its data leaves the
+// CQ unarmed (deferred arming); an application that then sleeps in the
+// kernel's poll()/epoll_wait() on the descriptor must still be woken by the
+// next message.  Rounds of: a spinning ping-pong, then one message sent
+// 50 ms later while the client sleeps in plain poll() (odd rounds) or
+// epoll_wait() (even rounds).
+int SpinThenSleep() {
+  constexpr int kRounds = 6, kPings = 50;
+  return RunPair(
+      [&](Ctl& ctl) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_SPIN_US", "2000", 1);
+        int port;
+        int lfd = Listen(&port);
+        ctl.Send(0, port);
+        int fd = vsocket_accept(lfd, nullptr, nullptr);
+        CHECK(fd >= 0 && Name(fd) == "rdma", "accept");
+        char buf[64];
+        for (int r = 0; r < kRounds; ++r) {
+          for (int i = 0; i < kPings; ++i) {
+            CHECK(vsocket_recv(fd, buf, 64, MSG_WAITALL) == 64, "server recv");
+            SendAll(fd, buf, 64);
+          }
+          usleep(50000);  // the client is asleep in the kernel by now
+          SendAll(fd, "w", 1);
+        }
+        CHECK(vsocket_recv(fd, buf, 1, 0) == 0, "end of stream");
+        vsocket_close(fd);
+        vsocket_close(lfd);
+      },
+      [&](Ctl& ctl, pid_t) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_SPIN_US", "2000", 1);
+        int fd = Connect(ctl.Recv(1));
+        CHECK(Name(fd) == "rdma", "transport %s", Name(fd).c_str());
+        int ep = epoll_create1(0);
+        struct epoll_event ev = {};
+        ev.events = EPOLLIN;
+        CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll_ctl");
+        char msg[64], back[64];
+        int64_t worst_us = 0;
+        for (int r = 0; r < kRounds; ++r) {
+          for (int i = 0; i < kPings; ++i) {
+            memset(msg, 'a' + i % 26, sizeof(msg));
+            SendAll(fd, msg, 64);
+            CHECK(vsocket_recv(fd, back, 64, MSG_WAITALL) == 64 &&
+                      !memcmp(msg, back, 64), "echo %d/%d", r, i);
+          }
+          int64_t t0 = NowUs();
+          if (r % 2 == 0) {
+            struct pollfd pfd = {fd, POLLIN, 0};
+            CHECK(poll(&pfd, 1, 5000) == 1 && (pfd.revents & POLLIN),
+                  "round %d: kernel poll() not woken by the next message", r);
+          } else {
+            CHECK(epoll_wait(ep, &ev, 1, 5000) == 1,
+                  "round %d: epoll_wait() not woken by the next message", r);
+          }
+          worst_us = std::max(worst_us, NowUs() - t0);
+          char w;
+          CHECK(vsocket_recv(fd, &w, 1, MSG_DONTWAIT) == 1 && w == 'w', "wake byte");
+        }
+        printf("  spin_then_sleep: %d rounds, kernel poll/epoll woken after "
+               "at most %lld us (the message was sent ~50000 us in)\n",
+               kRounds, (long long)worst_us);
+        close(ep);
+        vsocket_close(fd);
+      });
+}
+
 bool HaveDevice() {
   DIR* d = opendir("/sys/class/infiniband");
   if (!d) return false;
@@ -817,7 +886,7 @@ int main(int argc, char** argv) {
   } all[] = {{"readiness", Readiness}, {"plain_server", PlainServer},
              {"tcp_policy", TcpPolicy}, {"kill", Kill}, {"fork", Fork},
              {"stats", Stats}, {"waiters", Waiters}, {"pingpong", PingPong},
-             {"integrity", Integrity}};
+             {"spin_then_sleep", SpinThenSleep}, {"integrity", Integrity}};
   int passed = 0, failed = 0;
   for (const Scenario& s : all) {
     bool wanted = argc < 2;
