@@ -8,6 +8,7 @@
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
+#include "vsocket/kernel_wait.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/wait.h"
 
@@ -48,6 +49,7 @@ void ForgetEpollSet(int fd) {
 int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
                       int64_t timeout_ns, const sigset_t* sigmask,
                       EpollSleep sleep) {
+  if (timeout_ns != 0) BeforeKernelWait();
   if (timeout_ns == 0 || !Marked(epfd))
     return sleep(epfd, events, maxevents, timeout_ns, sigmask);
   int64_t start = MonotonicNs();

@@ -34,6 +34,7 @@
 #include "preload/epoll_tracking.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
+#include "vsocket/kernel_wait.h"
 #include "vsocket/real_libc.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
@@ -87,6 +88,7 @@ int MsLeft(int64_t deadline_ns) {
 }
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+  if (timeout_ms != 0) vsocket::BeforeKernelWait();
   int ready = sys::poll(fds, nfds, timeout_ms);
   int highest = vsocket::preload::HighestVirtualFd();
   if (ready <= 0 || highest < 0) return ready;
@@ -103,6 +105,8 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
 
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
           const sigset_t* sigmask) {
+  if (!timeout || timeout->tv_sec != 0 || timeout->tv_nsec != 0)
+    vsocket::BeforeKernelWait();
   int ready = real::ppoll(fds, nfds, timeout, sigmask);
   int highest = vsocket::preload::HighestVirtualFd();
   if (ready <= 0 || highest < 0) return ready;
@@ -139,6 +143,7 @@ int DropStaleBits(int nfds, fd_set* readfds, int ready, int highest) {
 template <typename Wait>
 int SelectChecked(int nfds, fd_set* readfds, fd_set* writefds,
                   fd_set* exceptfds, int64_t timeout_ns, Wait wait) {
+  if (timeout_ns != 0) vsocket::BeforeKernelWait();
   int highest = vsocket::preload::HighestVirtualFd();
   if (highest < 0 || !readfds || nfds <= 0 || nfds > FD_SETSIZE)
     return wait(timeout_ns);

@@ -24,6 +24,24 @@
 namespace vsocket::rdma {
 namespace {
 
+// Connections whose CQ arming is deferred (Core::check_pending), for
+// ArmDeferred().  Lock order: a Core's mu, then DeferredList::mu.  A forked
+// child starts a new, empty list (another thread may have held the old
+// lock at fork; the old entries are the parent's).
+struct DeferredList {
+  std::mutex mu;
+  std::vector<std::weak_ptr<void>> cores;  // guarded by mu
+};
+DeferredList* g_deferred = new DeferredList();  // leaked: used at exit
+std::atomic<int> g_deferred_count{0};           // g_deferred->cores.size()
+
+// How often the progress thread looks at a deferred connection.  Only a
+// kernel wait that vsocket does not see (an explicit-API program calling
+// libc's poll/epoll itself) depends on it: it sees the next event at most
+// two periods late.  Shorter periods cost busy connections: at 200 us the
+// progress threads' wake-ups tripled the guest's ping-pong p50.
+constexpr int64_t kDeferredArmCheckNs = 2'000'000;
+
 // Incremented in every forked child (pthread_atfork), so a connection can
 // tell with one relaxed load whether it was created in this process.
 std::atomic<uint64_t> g_fork_generation{0};
@@ -33,6 +51,8 @@ void InstallForkHandler() {
   std::call_once(once, [] {
     pthread_atfork(nullptr, nullptr, [] {
       g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+      g_deferred = new DeferredList();  // see DeferredList
+      g_deferred_count.store(0, std::memory_order_relaxed);
     });
   });
 }
@@ -62,14 +82,15 @@ struct RdmaTransport::Core : public ProgressWatcher,
   std::atomic<int> spinners{0};
   // Deferred arming.  A call whose spin found its completion leaves the CQ
   // unarmed (arming costs a system call, and an armed CQ wakes the progress
-  // thread for every later completion).  The progress thread arms it once
-  // the connection was idle for a whole check period (OnCheck), so an
-  // application that then sleeps in poll/epoll on the descriptor sees
-  // readiness at most two periods late; a caller that sleeps itself arms
-  // first (Sync).
+  // thread for every later completion).  Before a kernel wait that vsocket
+  // sees (the interposer's poll/select/epoll_wait, vsocket_poll),
+  // ArmDeferred() arms every such connection; otherwise the progress
+  // thread arms it once the connection saw no call for a whole
+  // kDeferredArmCheckNs (OnCheck).  A caller that sleeps itself arms first
+  // (Sync).
   uint64_t calls = 0;                    // guarded by mu
   uint64_t calls_at_check = 0;           // guarded by mu
-  bool check_pending = false;            // guarded by mu
+  bool check_pending = false;            // guarded by mu; listed in DeferredCores
 
   // True in a forked child: the verbs objects are the parent's.
   bool Inherited() const;
@@ -119,31 +140,46 @@ struct RdmaTransport::Core : public ProgressWatcher,
 
   bool OnCheck() override {
     std::lock_guard<std::mutex> lock(mu);
-    if (!watching || !channel) {
-      check_pending = false;
-      return false;
-    }
-    if (calls != calls_at_check || spinners.load(std::memory_order_acquire) > 0) {
+    if (watching && channel && !channel->cq_armed() &&
+        (calls != calls_at_check || spinners.load(std::memory_order_acquire) > 0)) {
       calls_at_check = calls;  // still busy: look again one period later
       return true;
     }
-    check_pending = false;
-    if (!channel->cq_armed()) Sync();
+    if (watching && channel && !channel->cq_armed()) Sync();
+    EndDeferral();
     return false;
   }
 
   // REQUIRES: mu held.  The end of every application call: makes sure the
   // CQ gets armed before anyone may wait for it outside vsocket (at once
-  // when the call had no spin budget, else after an idle period).
+  // when the call had no spin budget, else after an idle period or before
+  // the next kernel wait, whichever comes first).
   void LeaveCall(uint32_t spin_ns) {
     ++calls;
     if (!watching || channel->cq_armed() || check_pending) return;
-    if (spin_ns == 0 || ScheduleCheck(shared_from_this(), spin_ns) != 0) {
+    if (spin_ns == 0 || ScheduleCheck(shared_from_this(), kDeferredArmCheckNs) != 0) {
       Sync();
       return;
     }
     calls_at_check = calls;
     check_pending = true;
+    std::lock_guard<std::mutex> lock(g_deferred->mu);
+    g_deferred->cores.push_back(std::static_pointer_cast<void>(shared_from_this()));
+    g_deferred_count.store(static_cast<int>(g_deferred->cores.size()),
+                           std::memory_order_relaxed);
+  }
+
+  // REQUIRES: mu held.  Leaves the deferred list (the check ran).
+  void EndDeferral() {
+    if (!check_pending) return;
+    check_pending = false;
+    std::lock_guard<std::mutex> lock(g_deferred->mu);
+    auto& cores = g_deferred->cores;
+    std::erase_if(cores, [this](const std::weak_ptr<void>& w) {
+      auto p = w.lock();
+      return !p || p.get() == static_cast<void*>(this);
+    });
+    g_deferred_count.store(static_cast<int>(cores.size()), std::memory_order_relaxed);
   }
 
   // Busy-polls until `ready()` (called under mu, after PollNow) or the
@@ -187,6 +223,25 @@ bool RdmaTransport::Core::Inherited() const {
   return fork_generation != g_fork_generation.load(std::memory_order_relaxed);
 }
 
+
+void RdmaTransport::ArmDeferred() {
+  if (g_deferred_count.load(std::memory_order_relaxed) == 0) return;
+  std::vector<std::shared_ptr<Core>> cores;
+  {
+    std::lock_guard<std::mutex> lock(g_deferred->mu);
+    for (auto& w : g_deferred->cores) {
+      if (auto p = w.lock()) cores.push_back(std::static_pointer_cast<Core>(p));
+    }
+  }
+  // Armed here; the pending check then finds them armed and ends the
+  // deferral (it stays listed until then: a later busy call keeps its CQ
+  // unarmed again without a new schedule).
+  for (auto& core : cores) {
+    if (core->Inherited()) continue;
+    std::lock_guard<std::mutex> lock(core->mu);
+    if (core->watching && core->channel && !core->channel->cq_armed()) core->Sync();
+  }
+}
 
 int RdmaTransport::SleepUntil(short events, int64_t deadline_ns) {
   Core& c = *core_;

@@ -66,6 +66,13 @@ class RdmaTransport final : public Transport {
   // Registered bytes held by this connection (for stats and tests).
   size_t registered_bytes() const;
 
+  // Arms now every connection of this process whose completion-queue
+  // arming was deferred (see "Deferred arming" in rdma_transport.cc), so a
+  // kernel wait on their descriptors sees the next completion at once.
+  // Any thread; one relaxed atomic load when none is deferred.
+  // vsocket/kernel_wait.h calls it before poll/select/epoll_wait.
+  static void ArmDeferred();
+
  private:
   struct Core;  // shared with the progress thread (rdma_transport.cc)
   class CallScope;

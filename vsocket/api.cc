@@ -17,6 +17,7 @@
 #include <string>
 
 #include "fifo_bridge/rendezvous.h"
+#include "vsocket/kernel_wait.h"
 #include "vsocket/path_selection.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/stats.h"
@@ -416,6 +417,7 @@ int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   for (nfds_t i = 0; i < nfds; ++i) {
     if (auto vs = LookupSocket(fds[i].fd)) vs->ConnectedTransport(fds[i].fd);
   }
+  if (timeout_ms != 0) vsocket::BeforeKernelWait();
   return sys::poll(fds, nfds, timeout_ms);
 }
 

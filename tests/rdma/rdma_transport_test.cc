@@ -796,10 +796,10 @@ int PingPong() {
 // CQ unarmed (deferred arming); an application that then sleeps in the
 // kernel's poll()/epoll_wait() on the descriptor must still be woken by the
 // next message.  Rounds of: a spinning ping-pong, then one message sent
-// 50 ms later while the client sleeps in plain poll() (odd rounds) or
-// epoll_wait() (even rounds).
+// 50 ms later while the client sleeps in the kernel's poll(), in
+// vsocket_poll() or in the kernel's epoll_wait(), in turn.
 int SpinThenSleep() {
-  constexpr int kRounds = 6, kPings = 50;
+  constexpr int kRounds = 9, kPings = 50;
   return RunPair(
       [&](Ctl& ctl) {
         setenv("VSOCKET_TRANSPORT", "rdma", 1);
@@ -841,10 +841,14 @@ int SpinThenSleep() {
                       !memcmp(msg, back, 64), "echo %d/%d", r, i);
           }
           int64_t t0 = NowUs();
-          if (r % 2 == 0) {
+          if (r % 3 == 0) {
             struct pollfd pfd = {fd, POLLIN, 0};
             CHECK(poll(&pfd, 1, 5000) == 1 && (pfd.revents & POLLIN),
                   "round %d: kernel poll() not woken by the next message", r);
+          } else if (r % 3 == 1) {
+            struct pollfd pfd = {fd, POLLIN, 0};  // arms deferred CQs first
+            CHECK(vsocket_poll(&pfd, 1, 5000) == 1 && (pfd.revents & POLLIN),
+                  "round %d: vsocket_poll() not woken by the next message", r);
           } else {
             CHECK(epoll_wait(ep, &ev, 1, 5000) == 1,
                   "round %d: epoll_wait() not woken by the next message", r);
@@ -853,7 +857,7 @@ int SpinThenSleep() {
           char w;
           CHECK(vsocket_recv(fd, &w, 1, MSG_DONTWAIT) == 1 && w == 'w', "wake byte");
         }
-        printf("  spin_then_sleep: %d rounds, kernel poll/epoll woken after "
+        printf("  spin_then_sleep: %d rounds, poll/vsocket_poll/epoll woken after "
                "at most %lld us (the message was sent ~50000 us in)\n",
                kRounds, (long long)worst_us);
         close(ep);
