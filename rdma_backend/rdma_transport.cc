@@ -111,6 +111,11 @@ struct RdmaTransport::Core : public ProgressWatcher,
     }
     ready.SetWritable(writable);
     shown_writable = writable;
+    // As kernel TCP: RDHUP once nothing more can arrive (the peer's FIN or
+    // CLOSE, our SHUT_RD, a reset), HUP once neither direction can carry
+    // data (both shut, or reset).
+    bool rd_done = broken || shut_rd || ch.peer_finished();
+    ready.SetHangup(rd_done, broken || (rd_done && ch.write_shut()));
   }
 
   // REQUIRES: mu held.  Arms the CQ so completion_fd() fires for the next
@@ -604,7 +609,14 @@ void RdmaTransport::Release() {
   }
   {
     std::lock_guard<std::mutex> lock(core->mu);
-    core->channel->Close();  // bounded (ChannelOptions::close_timeout_ns)
+    // As kernel TCP: closing with unread data resets the connection (the
+    // peer's calls fail with ECONNRESET) instead of ending it cleanly.
+    core->channel->PollNow();
+    if (core->channel->BufferedBytes() > 0 && !core->shut_rd) {
+      core->channel->Abort();
+    } else {
+      core->channel->Close();  // bounded (ChannelOptions::close_timeout_ns)
+    }
     core->ready.Close();
   }
   StatsRdmaRegistered(-static_cast<int64_t>(core->registered), core->registered);

@@ -9,13 +9,14 @@
 namespace vsocket::rdma {
 namespace {
 
-// Reads every queued datagram of `fd` (non-blocking).
+// Reads every queued datagram of `fd` (non-blocking).  0 = nothing more
+// can arrive (the socket was shut down for reading).
 void Drain(int fd) {
   char buf[64];
   for (int i = 0; i < 4096; ++i) {
     ssize_t n = sys::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return;
+    if (n <= 0) return;
   }
 }
 
@@ -23,11 +24,14 @@ void Drain(int fd) {
 
 ReadinessSocket::~ReadinessSocket() {
   if (private_fd_ >= 0) sys::close(private_fd_);
+  if (user_dup_ >= 0) sys::close(user_dup_);
 }
 
 void ReadinessSocket::CloseUserEnd() {
   if (user_fd_ >= 0) sys::close(user_fd_);
   user_fd_ = -1;
+  if (user_dup_ >= 0) sys::close(user_dup_);
+  user_dup_ = -1;
 }
 
 int ReadinessSocket::Open() {
@@ -35,10 +39,32 @@ int ReadinessSocket::Open() {
   if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return -errno;
   int one = 1;
   sys::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+  user_dup_ = sys::DupPrivate(sv[0]);
+  if (user_dup_ < 0) {
+    int err = errno;
+    sys::close(sv[0]);
+    sys::close(sv[1]);
+    return -err;
+  }
   user_fd_ = sv[0];
   private_fd_ = sys::MovePrivate(sv[1]);
   if (private_fd_ < 0) private_fd_ = sv[1];
   return 0;
+}
+
+void ReadinessSocket::SetHangup(bool rdhup, bool hup) {
+  if (user_dup_ < 0) return;
+  if ((rdhup || hup) && !rd_shut_) {
+    sys::shutdown(user_dup_, SHUT_RD);
+    rd_shut_ = true;
+  }
+  if (hup && !wr_shut_) {
+    // Writable stays true (a send must fail at once, never block): drop
+    // any filler first, as the send buffer is then ours no more.
+    SetWritable(true);
+    sys::shutdown(user_dup_, SHUT_WR);
+    wr_shut_ = true;
+  }
 }
 
 void ReadinessSocket::SetReadable(bool readable) {
@@ -48,7 +74,7 @@ void ReadinessSocket::SetReadable(bool readable) {
     // A full queue means a token is already there: readable either way.
     sys::send(private_fd_, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   } else {
-    Drain(user_fd_);
+    Drain(user_dup_);
   }
   readable_ = readable;
 }
@@ -63,11 +89,11 @@ void ReadinessSocket::SetWritable(bool writable) {
   // Bounded: each datagram costs several hundred bytes of a minimal
   // send buffer, so POLLOUT clears within a few sends.
   for (int i = 0; i < 64; ++i) {
-    struct pollfd pfd = {user_fd_, POLLOUT, 0};
+    struct pollfd pfd = {user_dup_, POLLOUT, 0};
     if (sys::poll(&pfd, 1, 0) < 0 && errno != EINTR) break;
     if (!(pfd.revents & POLLOUT)) break;
     char filler = 'w';
-    if (sys::send(user_fd_, &filler, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+    if (sys::send(user_dup_, &filler, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
         errno != EINTR) {
       break;
     }
@@ -83,6 +109,8 @@ void ReadinessSocket::Close() {
   SetWritable(true);
   sys::close(private_fd_);
   private_fd_ = -1;
+  if (user_dup_ >= 0) sys::close(user_dup_);
+  user_dup_ = -1;
 }
 
 }  // namespace vsocket::rdma

@@ -10,6 +10,11 @@
 //           drained there, use it up (SO_SNDBUF is set to the minimum, so a
 //           few datagrams clear POLLOUT).
 // Datagrams carry no meaning; the transport's state decides what to show.
+//   POLLRDHUP (and POLLIN) <=> the user end was shut down for reading;
+//   POLLHUP <=> for both directions (as kernel TCP: the peer can send no
+//           more / neither direction can carry data).  Both are for good.
+// Every operation on the user end goes through a private duplicate of it,
+// so a descriptor number the application closed or reused is never touched.
 //
 // Threading: thread-compatible; RdmaTransport calls it under its mutex.
 // Ownership: the private end is owned and closed by this object; the user
@@ -48,6 +53,9 @@ class ReadinessSocket {
   bool readable() const { return readable_; }
   // Makes the user end writable (true) or not (false).  Idem.
   void SetWritable(bool writable);
+  // Raises POLLRDHUP (`rdhup`) / POLLHUP (`hup`) on the user end, for good;
+  // false leaves the state as it is.  Cheap once set.
+  void SetHangup(bool rdhup, bool hup);
 
   // Closes the private end: the user end stays readable and writable for
   // good (EOF-like), so nobody blocks on it.
@@ -55,9 +63,12 @@ class ReadinessSocket {
 
  private:
   std::atomic<int> user_fd_{-1};
+  int user_dup_ = -1;     // private duplicate of the user end (ours)
   int private_fd_ = -1;
   bool readable_ = false;
   bool blocked_ = false;  // filler queued: not writable
+  bool rd_shut_ = false;  // POLLRDHUP raised
+  bool wr_shut_ = false;  // POLLHUP raised (with rd_shut_)
 };
 
 }  // namespace vsocket::rdma

@@ -187,7 +187,14 @@ int main(void) {
   both_shut();
   peer_reset();
   own_shut_rd();
-  peer_killed();
+  /* A forked child's copy of an RDMA connection is unusable and the
+   * parent's close ends it (docs/COMPATIBILITY.md): the "peer" here would
+   * not outlive close(s).  tests/rdma covers a killed peer process. */
+  if (getenv("PTEST_NO_FORKED_PEER")) {
+    printf("peer_killed=skipped (PTEST_NO_FORKED_PEER)\n");
+  } else {
+    peer_killed();
+  }
   edge_triggered();
   printf("PASS\n");
   return 0;
