@@ -15,8 +15,10 @@
 #              ping-pong; twice: with
 #              default ChannelOptions (plus RDMA_BENCH_CHANNEL_OPTS) and
 #              tuned (RDMA_BENCH_TUNED_OPTS, default --spin-ns 2000000)
-#   [hook]     vsocket-bench --transports rdma, once the socket-level RDMA
-#              transport exists (see run_vsocket_bench_rdma)
+#   sockets    vsocket-bench --local --transports rdma: the public API over
+#              RdmaTransport, 64 KiB / 1 MiB streaming and 64 B ping-pong,
+#              at the default VSOCKET_SPIN_US and at
+#              RDMA_BENCH_SOCKET_TUNED_SPIN_US (default 2000)
 # and writes OUT/results.md (markdown table with ratios), OUT/results.env
 # (raw figures) and OUT/logs/*.
 #
@@ -25,7 +27,7 @@
 # RDMA_BENCH_CHANNEL_OPTS (extra rdma_channel_bench options, both sides),
 # RDMA_BENCH_TUNED_OPTS (options of the second, tuned run; "none": no such run),
 # RDMA_BENCH_MIB (MiB per streaming test, default 64), RDMA_BENCH_PINGS
-# (round trips per latency test, default 2000).
+# (round trips per latency test, default 2000), RDMA_BENCH_SOCKET_TUNED_SPIN_US.
 # Exit status: 0 if every measurement produced a figure, 1 otherwise (the
 # table is written either way, with "n/a" for what failed).
 
@@ -193,35 +195,54 @@ run_channel() {
     put "${p}_CONFIG" "$(grep -m1 '^client: connected' "$log" 2>/dev/null | sed 's/^client: connected; //')"
 }
 
-# --- HOOK: vsocket sockets over the RDMA transport -------------------------------------
-# When the socket-level RDMA transport lands (rdma_backend as a vsocket
-# Transport), vsocket-bench can measure it here, in the same run.  It is run
-# if RDMA_BENCH_VSOCKET=1, or when `vsocket-bench --help` names rdma as a
-# transport without the words "later rdma" (today's help text says "and later
-# rdma, toe").  Figures go to logs/vsocket_bench_rdma.log and results.json
-# next to it; they are not yet in the table (add columns when they exist).
+# --- vsocket sockets over the RDMA transport (the public API) --------------------------
+# vsocket-bench --local with VSOCKET_TRANSPORT=rdma: a server and a client
+# process on this guest talk through vsocket_send/vsocket_recv over the
+# RdmaTransport (readiness socket, progress thread and all), once with the
+# default busy-poll budget and once with RDMA_BENCH_SOCKET_TUNED_SPIN_US
+# (default 2000 µs: longer than this device's worst wake-ups).  Stream
+# figures become MiB/s, ping-pong p50/avg/p99 RTTs one-way µs (RTT/2).
+SOCKET_TUNED_SPIN_US=${RDMA_BENCH_SOCKET_TUNED_SPIN_US:-2000}
+vb_fig() {   # JSON MODE SIZE FIELD -> the value, or nothing
+    python3 - "$@" <<'PY'
+import json, sys
+path, mode, size, field = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+try:
+    results = json.load(open(path))["results"]
+except Exception:
+    sys.exit(0)
+for r in results:
+    if (r.get("actual_transport") == "rdma" and r.get("mode") == mode and
+            r.get("msg_size") == size and r.get("status") == "ok"):
+        v = r[field]
+        if field == "gb_per_s":
+            v = v * 1e9 / 2**20          # GB/s (1e9) -> MiB/s
+        elif field.startswith("latency_"):
+            v = v / 2                    # RTT -> one-way
+        print(f"{v:.2f}")
+        break
+PY
+}
+# Args: PREFIX NAME [ENV...]: runs vsocket-bench, puts PREFIX_64K, _1M,
+# _LAT_P50, _LAT_AVG, _LAT_P99.
 run_vsocket_bench_rdma() {
-    local vb=$BUILD/benchmarks/vsocket-bench help
-    [[ -x $vb ]] || { note "vsocket-bench not built: transport hook not run"; return 0; }
-    help=$("$vb" --help 2>&1)
-    if [[ ${RDMA_BENCH_VSOCKET:-} != 1 ]] &&
-       { ! grep -qw rdma <<<"$help" || grep -q 'later rdma' <<<"$help"; }; then
-        note "vsocket-bench has no rdma transport yet: socket-level RDMA not measured"
-        put VB_RDMA "not yet"
-        return 0
-    fi
-    note "vsocket-bench --transports tcp,rdma (socket-level RDMA transport)"
+    local p=$1 name=$2 vb=$BUILD/benchmarks/vsocket-bench
+    shift 2
+    [[ -x $vb ]] || { note "vsocket-bench not built: socket-level RDMA not measured"; FAILED=1; return 0; }
     # RDMA needs an address of rxe0's netdev (127.0.0.1 has no RDMA device).
-    if timeout 600 "$vb" --local --address "$VSOCKET_RDMA_SELF_IP" --transports tcp,rdma \
-           --sizes 64,64K,1M --mode pingpong,stream \
-           --json "$LOGS/vsocket_bench_rdma.json" >"$LOGS/vsocket_bench_rdma.log" 2>&1; then
-        put VB_RDMA "see logs/vsocket_bench_rdma.log"
-        cat "$LOGS/vsocket_bench_rdma.log"
+    if timeout 600 env "$@" "$vb" --local --address "$VSOCKET_RDMA_SELF_IP" \
+           --transports rdma --sizes 64,64K,1M --mode pingpong,stream \
+           --duration-ms 2000 --json "$LOGS/$name.json" >"$LOGS/$name.log" 2>&1; then
+        cat "$LOGS/$name.log" >&2
     else
-        put VB_RDMA failed
         FAILED=1
-        tail -n 20 "$LOGS/vsocket_bench_rdma.log"
+        tail -n 20 "$LOGS/$name.log" >&2
     fi
+    put "${p}_64K" "$(vb_fig "$LOGS/$name.json" stream 65536 gb_per_s)"
+    put "${p}_1M" "$(vb_fig "$LOGS/$name.json" stream 1048576 gb_per_s)"
+    put "${p}_LAT_P50" "$(vb_fig "$LOGS/$name.json" pingpong 64 latency_p50_us)"
+    put "${p}_LAT_AVG" "$(vb_fig "$LOGS/$name.json" pingpong 64 latency_mean_us)"
+    put "${p}_LAT_P99" "$(vb_fig "$LOGS/$name.json" pingpong 64 latency_p99_us)"
 }
 
 # --- table -------------------------------------------------------------------------------
@@ -260,6 +281,26 @@ ratio_rows() {
     echo "| $label: vsocket 64 B latency / rsocket (averages) | $(ratio "$(half "$(v RTT_AVG)")" "$RS_LAT_AVG") | | | |"
 }
 
+# The socket-level rows.  Args: PREFIX LABEL
+socket_rows() {
+    local p=$1 label=$2 v
+    v() { eval "echo \"\${${p}_$1:-n/a}\""; }
+    echo "| **vsocket sockets over RDMA** (vsocket-bench, \`VSOCKET_TRANSPORT=rdma\`), $label | $(v 64K) | $(v 1M) | $(v LAT_P50) median (avg $(v LAT_AVG), p99 $(v LAT_P99)) = RTT/2 |"
+}
+socket_ratio_rows() {
+    local p=$1 label=$2 v r64 r1m lat
+    v() { eval "echo \"\${${p}_$1:-n/a}\""; }
+    r64=$(ratio "$(v 64K)" "$IBBW_64K"); r1m=$(ratio "$(v 1M)" "$IBBW_1M")
+    lat=$(ratio "$(v LAT_P50)" "$IBLAT_P50")
+    local s64 s1m
+    s64=$(ratio "$(v 64K)" "$RS_64K"); s1m=$(ratio "$(v 1M)" "$RS_1M")
+    echo "| sockets, $label: vsocket / ib_write_bw throughput | $r64 | $r1m | ≥ 0.80 | $(verdict "$r64" '>=' 0.8) / $(verdict "$r1m" '>=' 0.8) |"
+    echo "| sockets, $label: vsocket / rsocket throughput | $s64 | $s1m | ≥ 1 | $(verdict "$s64" '>=' 1) / $(verdict "$s1m" '>=' 1) |"
+    echo "| sockets, $label: vsocket / kernel TCP throughput | $(ratio "$(v 64K)" "$TCP_64K") | $(ratio "$(v 1M)" "$TCP_1M") | | |"
+    echo "| sockets, $label: vsocket 64 B latency / ib_write_lat (medians) | $lat | | ≤ 2 | $(verdict "$lat" '<=' 2) |"
+    echo "| sockets, $label: vsocket 64 B latency / rsocket (averages) | $(ratio "$(v LAT_AVG)" "$RS_LAT_AVG") | | | |"
+}
+
 write_table() {
     local tuned_label="tuned ($TUNED)"
     {
@@ -272,16 +313,20 @@ write_table() {
         echo "| rsocket (rstream) | $RS_64K | $RS_1M | $RS_LAT_AVG avg |"
         channel_rows CH default
         [[ $TUNED == none ]] || channel_rows TU "$tuned_label"
+        socket_rows VB "default spin (VSOCKET_SPIN_US ${VSOCKET_SPIN_US:-200})"
+        socket_rows VT "VSOCKET_SPIN_US=$SOCKET_TUNED_SPIN_US"
         echo "| kernel TCP, guest loopback (rstream -T s) | $TCP_64K | $TCP_1M | $TCP_LAT_AVG avg |"
         echo
         echo "| ratio (same run) | 64 KiB | 1 MiB | target | met? |"
         echo "|---|---|---|---|---|"
         ratio_rows CH default
         [[ $TUNED == none ]] || ratio_rows TU tuned
+        socket_ratio_rows VB "default spin"
+        socket_ratio_rows VT "spin $SOCKET_TUNED_SPIN_US µs"
         echo
         echo "RdmaChannel, default: ${CH_CONFIG:-?}${RDMA_BENCH_CHANNEL_OPTS:+ (options: $RDMA_BENCH_CHANNEL_OPTS)}"
         [[ $TUNED == none ]] || echo "RdmaChannel, tuned: ${TU_CONFIG:-?} (options: $TUNED)"
-        echo "Socket-level RDMA transport (vsocket-bench): ${VB_RDMA:-?}"
+        echo "Sockets over RDMA: build/benchmarks/vsocket-bench --local --address $IP --transports rdma (logs/vsocket_bench_rdma*.log, .json)."
     } >"$OUT/results.md"
 }
 
@@ -296,7 +341,10 @@ main() {
         note "rdma_channel_bench (vsocket RdmaChannel), tuned: $TUNED"
         run_channel TU rdma_channel_tuned 7481 "${CH_OPTS[@]}" "${TU_OPTS[@]}"
     fi
-    run_vsocket_bench_rdma
+    note "vsocket-bench --transports rdma (sockets over the RDMA transport), default spin"
+    run_vsocket_bench_rdma VB vsocket_bench_rdma
+    note "vsocket-bench --transports rdma, VSOCKET_SPIN_US=$SOCKET_TUNED_SPIN_US"
+    run_vsocket_bench_rdma VT vsocket_bench_rdma_spin VSOCKET_SPIN_US="$SOCKET_TUNED_SPIN_US"
     write_table
     echo
     cat "$OUT/results.md"

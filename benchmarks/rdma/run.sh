@@ -15,8 +15,9 @@
 #     CHANNEL-OPTIONS  rdma_channel_bench options for both sides, e.g.
 #                   -- --spin-ns 2000000 --signal-every 64
 #   Environment: RDMA_BENCH_MIB (MiB per stream test, default 64),
-#   RDMA_BENCH_PINGS (round trips, default 2000), RDMA_BENCH_VSOCKET=1
-#   (force the vsocket-bench rdma-transport hook).
+#   RDMA_BENCH_PINGS (round trips, default 2000),
+#   RDMA_BENCH_SOCKET_TUNED_SPIN_US (the second socket-level run's
+#   VSOCKET_SPIN_US, default 2000), VSOCKET_SPIN_US (the first's).
 #
 # Needs root (run-in-guest.sh installs qemu, rdma-core, perftest with
 # apt-get and fetches a Debian kernel once), cmake and a compiler.
@@ -55,7 +56,7 @@ rm -rf "${out:?}/logs" "$out/results.md" "$out/results.env"
 
 env_args=(--env "RDMA_BENCH_OUT=$out" --env "RDMA_BENCH_BUILD=$build"
           --env "RDMA_BENCH_CHANNEL_OPTS=${channel_opts[*]}")
-for var in RDMA_BENCH_MIB RDMA_BENCH_PINGS RDMA_BENCH_VSOCKET; do
+for var in RDMA_BENCH_MIB RDMA_BENCH_PINGS RDMA_BENCH_SOCKET_TUNED_SPIN_US VSOCKET_SPIN_US; do
   if [[ -n ${!var:-} ]]; then env_args+=(--env "$var=${!var}"); fi
 done
 
