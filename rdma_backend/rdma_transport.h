@@ -74,7 +74,7 @@ class RdmaTransport final : public Transport {
   static void ArmDeferred();
 
  private:
-  struct Core;  // shared with the progress thread (rdma_transport.cc)
+  struct Core;  // shared with the progress thread (rdma_transport_core.h)
   class CallScope;
 
   // Connections still open when the process exits.  Kernel TCP delivers
