@@ -56,6 +56,10 @@ struct RdmaTransport::Core : public ProgressWatcher,
   uint64_t calls = 0;                    // guarded by mu
   uint64_t calls_at_check = 0;           // guarded by mu
   bool check_pending = false;            // guarded by mu; listed in DeferredCores
+  // The explicit API's in-place view (rdma_transport_zerocopy.cc).
+  bool inplace_out = false;              // guarded by mu: outstanding or
+                                         // being made (a waiter holds it)
+  size_t inplace_len = 0;                // guarded by mu: 0 while waiting
 
   // True in a forked child: the verbs objects are the parent's.
   bool Inherited() const;
