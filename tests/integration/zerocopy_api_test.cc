@@ -421,7 +421,18 @@ TEST_P(ZeroCopyApi, ViewReleaseAndErrorSemantics) {
           ctl.Send(1, filled);
           CHECK(ctl.Recv(1) == 3, "step 3");
           ssize_t n = send_reg(1, MSG_DONTWAIT);
-          ctl.Send(1, n < 0 ? errno : 0);
+          int dontwait_err = n < 0 ? errno : 0;
+          // SO_SNDTIMEO bounds a blocking registered send on the full ring.
+          struct timeval tv = {0, 100000};
+          CHECK(vsocket_setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0, "timeo");
+          int64_t t0 = NowMs();
+          CHECK_ERR(send_reg(1, 0), EAGAIN);
+          int64_t waited = NowMs() - t0;
+          CHECK(waited >= 90 && waited < 3000, "send timeout after %lld ms",
+                static_cast<long long>(waited));
+          tv = {0, 0};
+          CHECK(vsocket_setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0, "timeo");
+          ctl.Send(1, dontwait_err);  // the server releases its view next
           CHECK(ctl.Recv(1) == 4, "step 4");
           n = send_reg(1024, MSG_DONTWAIT);
           ctl.Send(1, n);
@@ -472,7 +483,8 @@ TEST_P(ZeroCopyApi, ViewReleaseAndErrorSemantics) {
   EXPECT_TRUE(ok);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ZeroCopyApi, testing::Values("shm", "tcp"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Transports, ZeroCopyApi, testing::Values("shm", "tcp"),
+    [](const testing::TestParamInfo<std::string>& param_info) { return param_info.param; });
 
 }  // namespace

@@ -425,7 +425,18 @@ int Semantics() {
         ctl.Send(1, filled);
         CHECK(ctl.Recv(1) == 3, "step 3");
         ssize_t n = send_reg(1, MSG_DONTWAIT);
-        ctl.Send(1, n < 0 ? errno : 0);
+        int dontwait_err = n < 0 ? errno : 0;
+        // SO_SNDTIMEO bounds a blocking registered send on the full ring.
+        struct timeval tv = {0, 100000};
+        CHECK(vsocket_setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0, "timeo");
+        int64_t t0 = NowUs() / 1000;
+        CHECK_ERR(send_reg(1, 0), EAGAIN);
+        int64_t waited = NowUs() / 1000 - t0;
+        CHECK(waited >= 90 && waited < 3000, "send timeout after %lld ms",
+              static_cast<long long>(waited));
+        tv = {0, 0};
+        CHECK(vsocket_setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0, "timeo");
+        ctl.Send(1, dontwait_err);  // the server releases its view next
         CHECK(ctl.Recv(1) == 4, "step 4");
         ctl.Send(1, 100000);  // the server reads it while we send
         n = send_reg(100000, 0);  // more than the ring: waits for credits
