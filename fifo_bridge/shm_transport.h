@@ -67,6 +67,14 @@ class ShmTransport final : public Transport, public LivenessTarget {
   int TakeError() override;
   bool DropStaleWakeup() override;
   int tcp_fd() const override { return tcp_fd_; }
+  // In-place receive straight from the receive ring, which the peer wrote
+  // (shm_zerocopy.cc): no copy.  The view is the ring's shared memory; the
+  // peer cannot reuse it before the release returns its space.  After a
+  // move to TCP, the copying default.  Sends of registered buffers keep
+  // the default (one copy into the ring, as every shm send).
+  ssize_t RecvInPlace(const void** data, size_t max, int flags,
+                      const IoOptions& io) override;
+  int ReleaseInPlace(size_t n, const IoOptions& io) override;
   void OnForkChild() override;
   void Release() override;
 
@@ -180,6 +188,11 @@ class ShmTransport final : public Transport, public LivenessTarget {
   std::atomic<bool> claimed_{false};
   bool watched_ = false;  // registered with the liveness watcher
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};
+  // The in-place view (shm_zerocopy.cc), one per connection in this
+  // process.
+  std::mutex inplace_mu_;     // guards the two fields below
+  bool inplace_out_ = false;  // a ring view is outstanding, or being made
+  size_t inplace_len_ = 0;    // its length; 0 while still waiting for data
 };
 
 }  // namespace vsocket::fifo

@@ -101,4 +101,13 @@ int64_t RingConsumer::Discard(uint64_t len) {
   return static_cast<int64_t>(take);
 }
 
+int64_t RingConsumer::Contiguous(const uint8_t** data) const {
+  int64_t avail = Available();
+  if (avail <= 0) return avail;
+  uint64_t pos = *own_tail_ & (capacity_ - 1);
+  *data = data_ + pos;
+  return static_cast<int64_t>(
+      std::min<uint64_t>(static_cast<uint64_t>(avail), capacity_ - pos));
+}
+
 }  // namespace vsocket::fifo

@@ -71,6 +71,15 @@ class RingConsumer {
   // Drops up to `len` readable bytes without copying them.
   int64_t Discard(uint64_t len);
 
+  // In-place view for zero-copy reads: sets *data to the oldest unread byte
+  // and returns how many readable bytes follow it contiguously (up to the
+  // end of the data area; the rest, after a wrap, comes with the next
+  // call), 0 when empty (*data untouched), or kCorrupt.  Neither copies nor
+  // consumes: the bytes stay valid, and the producer cannot overwrite them,
+  // until Discard() consumes them.  Bytes published later never move the
+  // view's start.
+  int64_t Contiguous(const uint8_t** data) const;
+
   uint64_t capacity() const { return capacity_; }
   RingControl* control() const { return control_; }
 

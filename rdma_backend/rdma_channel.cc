@@ -414,20 +414,27 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
   return static_cast<ssize_t>(done);
 }
 
+std::unique_ptr<UserRegion> UserRegion::Register(MemoryPool* pool,
+                                                 const void* data, size_t len) {
+  errno = 0;
+  ibv_mr* mr = ibv_reg_mr(pool->pd(), const_cast<void*>(data), len, 0);
+  if (mr == nullptr) {
+    if (errno == 0) errno = ENOMEM;
+    return nullptr;
+  }
+  return std::unique_ptr<UserRegion>(
+      new UserRegion(mr, static_cast<const uint8_t*>(data), len));
+}
+
 std::unique_ptr<UserRegion> RdmaChannel::RegisterUserBuffer(const void* data,
                                                             size_t len) {
   if (closed_ || pool_ == nullptr) {
     errno = ENOTCONN;
     return nullptr;
   }
-  ibv_mr* mr = ibv_reg_mr(pool_->pd(), const_cast<void*>(data), len, 0);
-  if (mr == nullptr) {
-    if (errno == 0) errno = ENOMEM;
-    return nullptr;
-  }
-  user_registered_ += len;
-  return std::unique_ptr<UserRegion>(
-      new UserRegion(mr, static_cast<const uint8_t*>(data), len));
+  std::unique_ptr<UserRegion> region = UserRegion::Register(pool_, data, len);
+  if (region) user_registered_ += len;
+  return region;
 }
 
 ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
@@ -440,7 +447,8 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
     errno = EPIPE;
     return -1;
   }
-  if (offset > region.size() || len > region.size() - offset) {
+  if (offset > region.size() || len > region.size() - offset ||
+      region.mr_->pd != pool_->pd()) {
     errno = EINVAL;
     return -1;
   }
@@ -585,6 +593,28 @@ ssize_t RdmaChannel::TryRecv(const struct iovec* iov, int iovcnt, bool peek) {
   MaybeSendCredit(false);  // see Recv(): a credit may be owed
   errno = EAGAIN;
   return -1;
+}
+
+ssize_t RdmaChannel::TryPeekContiguous(const uint8_t** data) {
+  if (closed_) return FailCall();
+  Progress();
+  if (error_ != 0) return FailCall();
+  int64_t n = consumer_->Contiguous(data);
+  if (n == fifo::kCorrupt) {
+    SetReset(ECONNRESET);
+    return FailCall();
+  }
+  if (n > 0) return static_cast<ssize_t>(n);
+  if (peer_fin_) return 0;
+  MaybeSendCredit(false);  // see Recv(): a credit may be owed
+  errno = EAGAIN;
+  return -1;
+}
+
+void RdmaChannel::Consume(uint64_t n) {
+  if (closed_ || n == 0) return;
+  consumer_->Discard(n);
+  MaybeSendCredit(false);
 }
 
 int RdmaChannel::PollNow() {

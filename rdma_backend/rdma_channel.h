@@ -82,9 +82,16 @@ struct WaitOptions {
 };
 
 // A user buffer registered for zero-copy sends (local access only).
-// Owned by the caller; must be destroyed before the channel that made it.
+// Owned by the caller.  Made by a channel's RegisterUserBuffer() (destroy it
+// before that channel), or by Register() against a device's pool, which
+// lives for the process: then any channel of that device may send from it.
 class UserRegion {
  public:
+  // Registers [data, data + len) with `pool`'s protection domain (IBV
+  // access 0: local read only; peers can never reach it).  nullptr with
+  // errno (ENOMEM: e.g. RLIMIT_MEMLOCK) on failure.
+  static std::unique_ptr<UserRegion> Register(MemoryPool* pool,
+                                              const void* data, size_t len);
   ~UserRegion();
   UserRegion(const UserRegion&) = delete;
   UserRegion& operator=(const UserRegion&) = delete;
@@ -117,9 +124,11 @@ class RdmaChannel {
 
   // Zero-copy send of region[offset, offset + len): no copy into the
   // mirror.  Returns only after the NIC finished reading the user bytes, so
-  // the caller may reuse them at once.  Same results as Send().
-  // REQUIRES: `region` was made by this channel's RegisterUserBuffer();
-  //           offset + len <= region.size().
+  // the caller may reuse them at once.  Same results as Send(); EINVAL if
+  // the range is outside the region or the region belongs to another
+  // device.
+  // REQUIRES: `region` was registered with this channel's pool (this
+  //           channel's RegisterUserBuffer(), or UserRegion::Register(pool())).
   ssize_t SendRegistered(const UserRegion& region, size_t offset, size_t len,
                          const WaitOptions& wait);
 
@@ -185,6 +194,16 @@ class RdmaChannel {
   // total length.  > 0 bytes, 0 at end of stream, or -1 with EAGAIN (empty)
   // / ECONNRESET / ENOTCONN.  Returns credits as Recv() does.
   ssize_t TryRecv(const struct iovec* iov, int iovcnt, bool peek);
+  // In-place view for zero-copy reads: sets *data to the oldest unread
+  // byte of the receive ring (registered memory the NIC wrote) and returns
+  // how many readable bytes follow it contiguously (> 0), 0 at end of
+  // stream, or -1 with EAGAIN (empty) / ECONNRESET / ENOTCONN.  Consumes
+  // nothing and returns no credit, so the peer cannot overwrite the view
+  // before Consume().
+  ssize_t TryPeekContiguous(const uint8_t** data);
+  // Consumes `n` unread bytes without copying them and returns credits as
+  // Recv() does.  REQUIRES: n <= BufferedBytes().
+  void Consume(uint64_t n);
   // Handles every completion and CM event available now.  Returns the
   // number handled.
   int PollNow();
@@ -219,6 +238,8 @@ class RdmaChannel {
   // regions registered through it.
   size_t registered_bytes() const;
   uint32_t max_inline() const { return max_inline_; }
+  // The device's pool (process lifetime), for UserRegion::Register().
+  MemoryPool* pool() const { return pool_; }
   uint64_t recv_capacity() const { return rx_cap_; }
   uint64_t send_capacity() const { return tx_cap_; }
   // For tests and diagnostics only (e.g. forcing the QP into the error

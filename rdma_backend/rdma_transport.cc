@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rdma_backend/progress_thread.h"
+#include "rdma_backend/rdma_transport_core.h"
 #include "rdma_backend/readiness_socket.h"
 #include "vsocket/signal_restart.h"
 #include "vsocket/iovec_util.h"
@@ -59,170 +60,32 @@ void InstallForkHandler() {
 
 }  // namespace
 
-// Everything the progress thread may touch, kept alive by shared_ptr until
-// both the transport and any running progress call let go.
-struct RdmaTransport::Core : public ProgressWatcher,
-                             public std::enable_shared_from_this<RdmaTransport::Core> {
-  std::mutex mu;
-  std::unique_ptr<RdmaChannel> channel;  // guarded by mu
-  ReadinessSocket ready;                 // guarded by mu
-  bool shut_rd = false;                  // guarded by mu
-  bool error_reported = false;           // guarded by mu (SO_ERROR taken)
-  bool shown_writable = true;            // guarded by mu
-  bool watching = false;                 // guarded by mu
-  int completion_fd = -1;
-  int cm_fd = -1;
-  size_t registered = 0;
-  uint64_t fork_generation = 0;          // g_fork_generation at creation
-  // Application threads busy-polling the channel right now.  While there
-  // are any, the progress thread does not re-arm the CQ (the spinner sees
-  // completions first; each re-armed event would cost a thread wake-up on
-  // a small machine); a spinner that gives up arms before it sleeps, one
-  // that succeeds leaves the arming to LeaveCall.
-  std::atomic<int> spinners{0};
-  // Deferred arming.  A call whose spin found its completion leaves the CQ
-  // unarmed (arming costs a system call, and an armed CQ wakes the progress
-  // thread for every later completion).  Before a kernel wait that vsocket
-  // sees (the interposer's poll/select/epoll_wait, vsocket_poll),
-  // ArmDeferred() arms every such connection; otherwise the progress
-  // thread arms it once the connection saw no call for a whole
-  // kDeferredArmCheckNs (OnCheck).  A caller that sleeps itself arms first
-  // (Sync).
-  uint64_t calls = 0;                    // guarded by mu
-  uint64_t calls_at_check = 0;           // guarded by mu
-  bool check_pending = false;            // guarded by mu; listed in DeferredCores
-
-  // True in a forked child: the verbs objects are the parent's.
-  bool Inherited() const;
-
-  // REQUIRES: mu held.  Shows the channel's state on the user descriptor.
-  void UpdateReadiness() {
-    RdmaChannel& ch = *channel;
-    bool broken = ch.error() != 0 || ch.closed();
-    bool readable = broken || shut_rd || ch.peer_finished() ||
-                    ch.BufferedBytes() > 0;
-    ready.SetReadable(readable);
-    bool writable;
-    if (broken || ch.write_shut() || ch.peer_closed()) {
-      writable = true;  // a send fails at once: never block on it
-    } else {
-      uint64_t space = ch.SendSpace();
-      writable = shown_writable ? space > 0 : space >= ch.send_capacity() / 4;
-    }
-    ready.SetWritable(writable);
-    shown_writable = writable;
-    // As kernel TCP: RDHUP once nothing more can arrive (the peer's FIN or
-    // CLOSE, our SHUT_RD, a reset), HUP once neither direction can carry
-    // data (both shut, or reset).
-    bool rd_done = broken || shut_rd || ch.peer_finished();
-    ready.SetHangup(rd_done, broken || (rd_done && ch.write_shut()));
-  }
-
-  // REQUIRES: mu held.  Arms the CQ so completion_fd() fires for the next
-  // completion, handles what is pending, updates readiness.  Stops watching
-  // a broken channel (its fds may stay readable; nothing more can happen).
-  void Sync() {
-    channel->ArmForEvents();
-    UpdateReadiness();
-    if (watching && (channel->error() != 0 || channel->closed())) {
-      Unwatch(completion_fd);
-      Unwatch(cm_fd);
-      watching = false;
-    }
-  }
-
-  void OnReadable(int fd) override {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!watching || !channel) return;
-    if (fd == cm_fd) channel->PollCm();
-    if (spinners.load(std::memory_order_acquire) > 0) {
-      channel->ConsumeEvents();
-      UpdateReadiness();
-      return;
-    }
+void RdmaTransport::Core::LeaveCall(uint32_t spin_ns) {
+  ++calls;
+  if (!watching || channel->cq_armed() || check_pending) return;
+  if (spin_ns == 0 || ScheduleCheck(shared_from_this(), kDeferredArmCheckNs) != 0) {
     Sync();
+    return;
   }
+  calls_at_check = calls;
+  check_pending = true;
+  std::lock_guard<std::mutex> lock(g_deferred->mu);
+  g_deferred->cores.push_back(std::static_pointer_cast<void>(shared_from_this()));
+  g_deferred_count.store(static_cast<int>(g_deferred->cores.size()),
+                         std::memory_order_relaxed);
+}
 
-  bool OnCheck() override {
-    std::lock_guard<std::mutex> lock(mu);
-    if (watching && channel && !channel->cq_armed() &&
-        (calls != calls_at_check || spinners.load(std::memory_order_acquire) > 0)) {
-      calls_at_check = calls;  // still busy: look again one period later
-      return true;
-    }
-    if (watching && channel && !channel->cq_armed()) Sync();
-    EndDeferral();
-    return false;
-  }
-
-  // REQUIRES: mu held.  The end of every application call: makes sure the
-  // CQ gets armed before anyone may wait for it outside vsocket (at once
-  // when the call had no spin budget, else after an idle period or before
-  // the next kernel wait, whichever comes first).
-  void LeaveCall(uint32_t spin_ns) {
-    ++calls;
-    if (!watching || channel->cq_armed() || check_pending) return;
-    if (spin_ns == 0 || ScheduleCheck(shared_from_this(), kDeferredArmCheckNs) != 0) {
-      Sync();
-      return;
-    }
-    calls_at_check = calls;
-    check_pending = true;
-    std::lock_guard<std::mutex> lock(g_deferred->mu);
-    g_deferred->cores.push_back(std::static_pointer_cast<void>(shared_from_this()));
-    g_deferred_count.store(static_cast<int>(g_deferred->cores.size()),
-                           std::memory_order_relaxed);
-  }
-
-  // REQUIRES: mu held.  Leaves the deferred list (the check ran).
-  void EndDeferral() {
-    if (!check_pending) return;
-    check_pending = false;
-    std::lock_guard<std::mutex> lock(g_deferred->mu);
-    auto& cores = g_deferred->cores;
-    std::erase_if(cores, [this](const std::weak_ptr<void>& w) {
-      auto p = w.lock();
-      return !p || p.get() == static_cast<void*>(this);
-    });
-    g_deferred_count.store(static_cast<int>(cores.size()), std::memory_order_relaxed);
-  }
-
-  // Busy-polls until `ready()` (called under mu, after PollNow) or the
-  // budget ends.  Found: returns true with the CQ as it was (LeaveCall arms
-  // it later).  Not found: arms the CQ for sleeping and looks once more.
-  template <typename Ready>
-  bool SpinThenArm(Ready is_ready, uint32_t spin_ns) {
-    spinners.fetch_add(1, std::memory_order_acq_rel);
-    bool done = SpinUntil(
-        [&] {
-          std::lock_guard<std::mutex> lock(mu);
-          channel->PollNow();
-          return is_ready();
-        },
-        [] { return false; }, spin_ns);
-    spinners.fetch_sub(1, std::memory_order_acq_rel);
-    if (done) return true;
-    std::lock_guard<std::mutex> lock(mu);
-    Sync();
-    return is_ready();
-  }
-};
-
-// Runs Core::LeaveCall when a SendMsg/RecvMsg returns, whichever way.
-class RdmaTransport::CallScope {
- public:
-  CallScope(Core& core, uint32_t spin_ns) : core_(core), spin_ns_(spin_ns) {}
-  ~CallScope() {
-    std::lock_guard<std::mutex> lock(core_.mu);
-    if (core_.channel) core_.LeaveCall(spin_ns_);
-  }
-  CallScope(const CallScope&) = delete;
-  CallScope& operator=(const CallScope&) = delete;
-
- private:
-  Core& core_;
-  uint32_t spin_ns_;
-};
+void RdmaTransport::Core::EndDeferral() {
+  if (!check_pending) return;
+  check_pending = false;
+  std::lock_guard<std::mutex> lock(g_deferred->mu);
+  auto& cores = g_deferred->cores;
+  std::erase_if(cores, [this](const std::weak_ptr<void>& w) {
+    auto p = w.lock();
+    return !p || p.get() == static_cast<void*>(this);
+  });
+  g_deferred_count.store(static_cast<int>(cores.size()), std::memory_order_relaxed);
+}
 
 bool RdmaTransport::Core::Inherited() const {
   return fork_generation != g_fork_generation.load(std::memory_order_relaxed);

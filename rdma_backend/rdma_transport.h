@@ -73,8 +73,20 @@ class RdmaTransport final : public Transport {
   // vsocket/kernel_wait.h calls it before poll/select/epoll_wait.
   static void ArmDeferred();
 
+  // The explicit API's zero-copy calls (rdma_transport_zerocopy.cc).
+  // SendRegistered: the NIC reads the application's buffer (registered
+  // once per device, cached in the region), RDMA WRITE straight into the
+  // peer's ring; returns after the completion.  RecvInPlace: a view of our
+  // receive ring, which the NIC wrote; its ring space is credited to the
+  // peer only by ReleaseInPlace.
+  ssize_t SendRegistered(ZeroCopyRegion& region, size_t offset, size_t len,
+                         int flags, const IoOptions& io) override;
+  ssize_t RecvInPlace(const void** data, size_t max, int flags,
+                      const IoOptions& io) override;
+  int ReleaseInPlace(size_t n, const IoOptions& io) override;
+
  private:
-  struct Core;  // shared with the progress thread (rdma_transport.cc)
+  struct Core;  // shared with the progress thread (rdma_transport_core.h)
   class CallScope;
 
   // Connections still open when the process exits.  Kernel TCP delivers
@@ -93,6 +105,15 @@ class RdmaTransport final : public Transport {
   // caller re-checks), -1 with EAGAIN (deadline) or EINTR.
   // REQUIRES: the caller ran Core::Sync() (CQ armed) and holds no lock.
   int SleepUntil(short events, int64_t deadline_ns);
+  // The region's registration with this connection's device, made on first
+  // use and cached in the region.  nullptr with errno.
+  const UserRegion* RegistrationFor(ZeroCopyRegion& region);
+  // Waits until the NIC completed every zero-copy send up to `ticket`
+  // (RdmaChannel::ZeroCopyCompleted), or the connection broke.  Not
+  // interruptible: the caller's buffer is in use until then.  0, or an
+  // errno value (ECONNRESET).
+  // REQUIRES: no lock held.
+  int AwaitZeroCopy(uint64_t ticket, uint32_t spin_ns);
   std::shared_ptr<Core> core_;
   int tcp_fd_;
 };

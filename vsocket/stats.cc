@@ -29,6 +29,7 @@ std::atomic<bool> g_reason_logged[kReasons];
 std::atomic<uint64_t> g_rdma_registered{0};
 std::atomic<uint64_t> g_rdma_registered_peak{0};
 std::atomic<uint64_t> g_rdma_per_connection_max{0};
+std::atomic<uint64_t> g_rdma_user_regions{0};
 
 Counters& Of(TransportKind kind) { return g_transport[static_cast<int>(kind)]; }
 
@@ -114,6 +115,11 @@ void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes) {
   }
 }
 
+void StatsRdmaUserRegion(int64_t delta) {
+  g_rdma_user_regions.fetch_add(static_cast<uint64_t>(delta),
+                                std::memory_order_relaxed);
+}
+
 uint64_t StatsRdmaRegisteredBytes() {
   return g_rdma_registered.load(std::memory_order_relaxed);
 }
@@ -153,10 +159,11 @@ std::string StatsJson() {
   }
   out += "}";
   uint64_t peak = g_rdma_registered_peak.load(std::memory_order_relaxed);
+  uint64_t user = g_rdma_user_regions.load(std::memory_order_relaxed);
   if (peak > 0) {
     std::snprintf(buf, sizeof(buf),
                   ",\"rdma_registered\":{\"bytes\":%llu,\"peak_bytes\":%llu,"
-                  "\"max_per_connection_bytes\":%llu,\"limit_bytes\":%llu}",
+                  "\"max_per_connection_bytes\":%llu,\"limit_bytes\":%llu",
                   static_cast<unsigned long long>(
                       g_rdma_registered.load(std::memory_order_relaxed)),
                   static_cast<unsigned long long>(peak),
@@ -165,6 +172,12 @@ std::string StatsJson() {
                   static_cast<unsigned long long>(
                       GetConfig().rdma_max_registered_mb << 20));
     out += buf;
+    if (user > 0) {
+      std::snprintf(buf, sizeof(buf), ",\"user_region_bytes\":%llu",
+                    static_cast<unsigned long long>(user));
+      out += buf;
+    }
+    out += "}";
   }
   out += "}";
   return out;

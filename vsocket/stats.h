@@ -7,9 +7,11 @@
 //   {"pid":123,"transports":{"shm":{"connections":2,"bytes_sent":10,
 //    "bytes_received":10}, "tcp":{...}},"fallback_reasons":{"peer_not_vsocket":1},
 //    "rdma_registered":{"bytes":0,"peak_bytes":4202496,
-//    "max_per_connection_bytes":2101248,"limit_bytes":268435456}}
+//    "max_per_connection_bytes":2101248,"limit_bytes":268435456,
+//    "user_region_bytes":67108864}}
 // Transports and reasons with a zero count are left out; rdma_registered only
-// appears once an RDMA connection existed.
+// appears once an RDMA connection existed, user_region_bytes only while
+// registered application buffers are.
 #ifndef VSOCKET_VSOCKET_STATS_H_
 #define VSOCKET_VSOCKET_STATS_H_
 
@@ -38,6 +40,11 @@ void StatsFallback(FallbackReason reason, const char* detail);
 // `connection_bytes` in total.
 void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes);
 uint64_t StatsRdmaRegisteredBytes();
+// Bytes of application buffers (vsocket_register) registered on RDMA
+// devices now, once per device that used them: reported as
+// rdma_registered.user_region_bytes, not counted in "bytes" (which the
+// VSOCKET_RDMA_MAX_REGISTERED_MB limit applies to).
+void StatsRdmaUserRegion(int64_t delta);
 
 std::string StatsJson();
 

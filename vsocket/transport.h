@@ -22,9 +22,12 @@
 #include <cstdint>
 
 #include "vsocket/fallback_reason.h"
+#include "vsocket/inplace_copy.h"
 #include "vsocket/stats.h"
 
 namespace vsocket {
+
+class ZeroCopyRegion;  // vsocket/zerocopy_region.h
 
 // Per-call blocking behaviour, taken from the socket's flags and options.
 struct IoOptions {
@@ -78,11 +81,46 @@ class Transport {
   // that forked exists: per-thread bookkeeping copied from the parent goes.
   virtual void AfterForkInChild() {}
 
+  // ---- Zero-copy calls of the explicit API (vsocket/zerocopy_api.cc) ----
+  // Same blocking, timeout, EPIPE/SIGPIPE/MSG_NOSIGNAL and errno rules as
+  // SendMsg/RecvMsg.  The defaults (transport_zerocopy.cc) copy; a
+  // transport that can do better overrides them.
+
+  // Sends region[offset, offset + len) as SendMsg would send those bytes,
+  // and returns only when the caller may change them again.  Returns the
+  // bytes sent (all of them, unless a timeout, signal or MSG_DONTWAIT cut
+  // the send short) or -1 with errno.  Default: SendMsg (the bytes are
+  // copied into the transport's buffers, one copy).
+  // REQUIRES: offset + len <= region.size() (the caller checked); the region
+  //           outlives the call.
+  virtual ssize_t SendRegistered(ZeroCopyRegion& region, size_t offset,
+                                 size_t len, int flags, const IoOptions& io);
+
+  // Waits as RecvMsg does until data, end of stream or an error, then sets
+  // *data to the next unread bytes of the stream and returns how many of
+  // them (1..max) are contiguous there; 0 at end of stream (or max == 0),
+  // -1 with errno (EAGAIN, ECONNRESET, EINTR, ...).  Nothing is consumed:
+  // the bytes stay valid and in place until ReleaseInPlace().  One view per
+  // connection: while one is outstanding (or another thread is waiting for
+  // one), -1 with EBUSY.  `flags`: 0 or MSG_DONTWAIT.
+  // Default: a MSG_PEEK into a per-connection buffer (inplace_copy.h).
+  // REQUIRES: no other receive call consumes bytes from the connection
+  //           while the view is outstanding.
+  virtual ssize_t RecvInPlace(const void** data, size_t max, int flags,
+                              const IoOptions& io);
+  // Ends the outstanding view, consuming its first `n` bytes (0..its
+  // length; the rest stays unread).  0, or -1 with EINVAL when there is no
+  // view or `n` exceeds it.
+  virtual int ReleaseInPlace(size_t n, const IoOptions& io);
+
   // Called by the socket layer when the last descriptor referring to this
   // connection in this process is closed.  Only when no other process holds
   // the connection is the peer told (FIN, or RST if unread data remains).
   // Releases every resource the transport owns except the user fd.
   virtual void Release() = 0;
+
+ private:
+  InPlaceCopy inplace_copy_;  // the default RecvInPlace's buffer and view
 };
 
 }  // namespace vsocket

@@ -1,5 +1,5 @@
-// SPSC ring: wrap-around, partial transfers, iovec offsets, peeking, and
-// refusal of impossible indices published by a hostile peer.
+// SPSC ring: wrap-around, partial transfers, iovec offsets, peeking,
+// in-place views, and refusal of impossible indices published by a hostile peer.
 #include "fifo_bridge/spsc_ring.h"
 
 #include <gtest/gtest.h>
@@ -99,6 +99,56 @@ TEST_F(RingTest, DiscardDropsBytes) {
   ASSERT_EQ(Put(Pattern(100, 0)), 100);
   EXPECT_EQ(consumer_->Discard(40), 40);
   EXPECT_EQ(Take(1)[0], 40);
+}
+
+TEST_F(RingTest, ContiguousViewNeitherCopiesNorConsumes) {
+  const uint8_t* view = nullptr;
+  EXPECT_EQ(consumer_->Contiguous(&view), 0);
+  EXPECT_EQ(view, nullptr);  // untouched when empty
+  ASSERT_EQ(Put(Pattern(100, 0)), 100);
+  ASSERT_EQ(consumer_->Contiguous(&view), 100);
+  EXPECT_EQ(view, data_);  // the ring's own memory, not a copy
+  EXPECT_EQ(view[0], 0);
+  EXPECT_EQ(view[99], 99);
+  // Still unread: the producer cannot reuse those bytes.
+  EXPECT_EQ(producer_->FreeSpace(), static_cast<int64_t>(kCapacity - 100));
+  EXPECT_EQ(control_->tail.load(), 0u);
+  // Bytes published later extend the view but never move its start.
+  ASSERT_EQ(Put(Pattern(10, 100)), 10);
+  const uint8_t* again = nullptr;
+  EXPECT_EQ(consumer_->Contiguous(&again), 110);
+  EXPECT_EQ(again, view);
+  // Discard() consumes part of it; the view then starts after.
+  EXPECT_EQ(consumer_->Discard(60), 60);
+  EXPECT_EQ(control_->tail.load(), 60u);
+  ASSERT_EQ(consumer_->Contiguous(&view), 50);
+  EXPECT_EQ(view, data_ + 60);
+  EXPECT_EQ(view[0], 60);
+}
+
+TEST_F(RingTest, ContiguousViewStopsAtTheWrap) {
+  // Move both indices close to the end of the data area.
+  ASSERT_EQ(Put(Pattern(kCapacity - 16, 0)), static_cast<int64_t>(kCapacity - 16));
+  ASSERT_EQ(consumer_->Discard(kCapacity - 16), static_cast<int64_t>(kCapacity - 16));
+  std::vector<uint8_t> bytes = Pattern(48, 7);
+  ASSERT_EQ(Put(bytes), 48);
+  const uint8_t* view = nullptr;
+  ASSERT_EQ(consumer_->Contiguous(&view), 16);  // up to the end only
+  EXPECT_EQ(view, data_ + kCapacity - 16);
+  EXPECT_EQ(0, std::memcmp(view, bytes.data(), 16));
+  ASSERT_EQ(consumer_->Discard(16), 16);
+  ASSERT_EQ(consumer_->Contiguous(&view), 32);  // the rest, from the start
+  EXPECT_EQ(view, data_);
+  EXPECT_EQ(0, std::memcmp(view, bytes.data() + 16, 32));
+  ASSERT_EQ(consumer_->Discard(32), 32);
+  EXPECT_EQ(consumer_->Contiguous(&view), 0);
+}
+
+TEST_F(RingTest, ContiguousViewRefusesAHostileHead) {
+  control_->head.store(kCapacity + 1);
+  const uint8_t* view = nullptr;
+  EXPECT_EQ(consumer_->Contiguous(&view), kCorrupt);
+  EXPECT_EQ(view, nullptr);
 }
 
 TEST_F(RingTest, HostileHeadIsRefused) {

@@ -1,0 +1,93 @@
+// ShmTransport's in-place receive (Transport::RecvInPlace/ReleaseInPlace,
+// the explicit API's vsocket_recv_inplace): the application reads the
+// receive ring itself.  Waiting is RecvMsg's own (a one-byte MSG_PEEK, so
+// spinning, timeouts, EINTR, end of stream, resets and the move to TCP
+// behave exactly as for recv); the view is then taken under the ring's
+// receive lock, and the release consumes under it as a recv would (the
+// peer's writer block lifted, our wake-ups drained).
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+
+#include "fifo_bridge/shm_transport.h"
+#include "vsocket/stats.h"
+
+namespace vsocket::fifo {
+
+ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
+                                  const IoOptions& io) {
+  if (revoked()) return Transport::RecvInPlace(data, max, flags, io);
+  if (max == 0) return 0;
+  {
+    std::lock_guard<std::mutex> lock(inplace_mu_);
+    if (inplace_out_) {
+      errno = EBUSY;
+      return -1;
+    }
+    inplace_out_ = true;  // ours while we wait: a second caller gets EBUSY
+    inplace_len_ = 0;
+  }
+  ssize_t r;
+  for (;;) {
+    uint8_t probe;
+    struct iovec iov = {&probe, 1};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    r = RecvMsg(&msg, MSG_PEEK | (flags & MSG_DONTWAIT), io);
+    if (r <= 0 || revoked()) break;
+    SideLock lock(&side_->recv_lock);
+    const uint8_t* view = nullptr;
+    int64_t n = consumer_->Contiguous(&view);
+    if (n == kCorrupt) {
+      ResetConnection("peer published an impossible producer index");
+      r = ResetOutcome(/*sending=*/false);
+      if (r < 0) {
+        errno = static_cast<int>(-r);
+        r = -1;
+      }
+      break;
+    }
+    if (n > 0) {
+      size_t len = std::min<size_t>(static_cast<size_t>(n), max);
+      std::lock_guard<std::mutex> state(inplace_mu_);
+      inplace_len_ = len;
+      *data = view;
+      return static_cast<ssize_t>(len);
+    }
+    // The peeked byte was consumed by another holder of the connection (a
+    // forked process): wait again.
+  }
+  int saved = errno;
+  {
+    std::lock_guard<std::mutex> lock(inplace_mu_);
+    inplace_out_ = false;
+  }
+  if (r > 0) return Transport::RecvInPlace(data, max, flags, io);  // now TCP
+  UpdateHangup();
+  errno = saved;
+  return r;
+}
+
+int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
+  std::lock_guard<std::mutex> lock(inplace_mu_);
+  if (!inplace_out_) return Transport::ReleaseInPlace(n, io);  // TCP, or none
+  if (inplace_len_ == 0 || n > inplace_len_) {
+    errno = EINVAL;  // still waiting (another thread's call), or too many
+    return -1;
+  }
+  if (n > 0) {
+    SideLock side(&side_->recv_lock);
+    consumer_->Discard(n);
+    StatsBytesReceived(TransportKind::kShm, n);
+    LiftPeerWriterBlock();
+    AfterConsume(false);
+  }
+  inplace_out_ = false;
+  inplace_len_ = 0;
+  return 0;
+}
+
+}  // namespace vsocket::fifo
