@@ -305,20 +305,35 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
       errno = EAGAIN;
       return -1;
     }
-    // Spin on the CQ for credits, then sleep until the descriptor is
-    // writable (the progress thread sees the credit).
-    bool ready = c.SpinThenArm(
-        [&] {
-          return c.channel->SendSpace() > 0 || c.channel->error() != 0 ||
-                 c.channel->peer_closed();
-        },
-        io.spin_ns);
-    if (ready) continue;
-    if (SleepUntil(POLLOUT, deadline) != 0) {
+    if (WaitWritable(io.spin_ns, deadline) != 0) {
       if (done > 0) return static_cast<ssize_t>(done);
       return -1;  // EAGAIN (timeout) or EINTR
     }
   }
+}
+
+int RdmaTransport::WaitWritable(uint32_t spin_ns, int64_t deadline_ns) {
+  Core& c = *core_;
+  // Credits arrive as completions: spin on the CQ, then sleep until the
+  // descriptor is writable (the progress thread sees the credit).
+  bool ready = c.SpinThenArm(
+      [&] {
+        return c.channel->SendSpace() > 0 || c.channel->error() != 0 ||
+               c.channel->peer_closed();
+      },
+      spin_ns);
+  return ready ? 0 : SleepUntil(POLLOUT, deadline_ns);
+}
+
+int RdmaTransport::WaitReadable(uint32_t spin_ns, int64_t deadline_ns) {
+  Core& c = *core_;
+  bool ready = c.SpinThenArm(
+      [&] {
+        return c.channel->BufferedBytes() > 0 || c.channel->peer_finished() ||
+               c.channel->error() != 0 || c.shut_rd;
+      },
+      spin_ns);
+  return ready ? 0 : SleepUntil(POLLIN, deadline_ns);
 }
 
 ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
@@ -379,14 +394,7 @@ ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
       errno = EAGAIN;
       return -1;
     }
-    bool ready = c.SpinThenArm(
-        [&] {
-          return c.channel->BufferedBytes() > 0 || c.channel->peer_finished() ||
-                 c.channel->error() != 0 || c.shut_rd;
-        },
-        io.spin_ns);
-    if (ready) continue;
-    if (SleepUntil(POLLIN, deadline) != 0) {
+    if (WaitReadable(io.spin_ns, deadline) != 0) {
       if (done > 0) return static_cast<ssize_t>(done);
       return -1;  // EAGAIN (timeout) or EINTR
     }

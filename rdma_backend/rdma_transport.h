@@ -105,6 +105,14 @@ class RdmaTransport final : public Transport {
   // caller re-checks), -1 with EAGAIN (deadline) or EINTR.
   // REQUIRES: the caller ran Core::Sync() (CQ armed) and holds no lock.
   int SleepUntil(short events, int64_t deadline_ns);
+  // A blocked call's wait: spins on the CQ for `spin_ns` until the channel
+  // can take a send (WaitWritable: ring space, or a send would fail at
+  // once) or has something to read (WaitReadable: data, end of stream,
+  // reset, SHUT_RD), then sleeps until the user descriptor says so.  0 =
+  // look again, -1 with EAGAIN (deadline) or EINTR.
+  // REQUIRES: no lock held.
+  int WaitWritable(uint32_t spin_ns, int64_t deadline_ns);
+  int WaitReadable(uint32_t spin_ns, int64_t deadline_ns);
   // The region's registration with this connection's device, made on first
   // use and cached in the region.  nullptr with errno.
   const UserRegion* RegistrationFor(ZeroCopyRegion& region);

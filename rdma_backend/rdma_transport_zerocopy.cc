@@ -144,15 +144,8 @@ ssize_t RdmaTransport::SendRegistered(ZeroCopyRegion& region, size_t offset,
       continue;
     }
     if (n == 0 || err != EAGAIN || nonblocking) break;
-    // Ring full: spin on the CQ for credits, then sleep until writable.
-    bool ready = c.SpinThenArm(
-        [&] {
-          return c.channel->SendSpace() > 0 || c.channel->error() != 0 ||
-                 c.channel->peer_closed();
-        },
-        io.spin_ns);
-    if (ready) continue;
-    if (SleepUntil(POLLOUT, deadline) != 0) {
+    // Ring full: wait for credits.
+    if (WaitWritable(io.spin_ns, deadline) != 0) {
       err = errno;  // EAGAIN (timeout) or EINTR
       break;
     }
@@ -219,14 +212,7 @@ ssize_t RdmaTransport::RecvInPlace(const void** data, size_t max, int flags,
         return -1;
       }
     }
-    bool ready = c.SpinThenArm(
-        [&] {
-          return c.channel->BufferedBytes() > 0 || c.channel->peer_finished() ||
-                 c.channel->error() != 0 || c.shut_rd;
-        },
-        io.spin_ns);
-    if (ready) continue;
-    if (SleepUntil(POLLIN, deadline) != 0) {
+    if (WaitReadable(io.spin_ns, deadline) != 0) {
       int err = errno;  // EAGAIN (timeout) or EINTR
       std::lock_guard<std::mutex> lock(c.mu);
       c.inplace_out = false;
