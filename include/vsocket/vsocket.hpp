@@ -19,6 +19,44 @@
 
 namespace vsocket {
 
+// A buffer registered once for zero-copy sends (vsocket_register); owning,
+// move-only.  The destructor deregisters it.
+// REQUIRES: no send from it is still running when it is destroyed (the C
+// call would fail with EBUSY and the registration would leak).
+class Region {
+ public:
+  Region() = default;
+  // nullptr-like (false) with errno on failure.
+  static Region Register(const void* buf, size_t len) {
+    return Region(vsocket_register(buf, len));
+  }
+  Region(Region&& other) noexcept : r_(std::exchange(other.r_, nullptr)) {}
+  Region& operator=(Region&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      r_ = std::exchange(other.r_, nullptr);
+    }
+    return *this;
+  }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+  ~Region() { Reset(); }
+
+  explicit operator bool() const { return r_ != nullptr; }
+  struct vsocket_region* get() const { return r_; }
+  // 0, or -1 with errno (EBUSY: a send from it is running; kept).
+  int Reset() {
+    if (r_ == nullptr) return 0;
+    if (vsocket_deregister(r_) != 0) return -1;
+    r_ = nullptr;
+    return 0;
+  }
+
+ private:
+  explicit Region(struct vsocket_region* r) : r_(r) {}
+  struct vsocket_region* r_ = nullptr;
+};
+
 class Socket {
  public:
   Socket() = default;
@@ -80,6 +118,17 @@ class Socket {
     return static_cast<ssize_t>(done);
   }
 
+  // Zero copy (see "Zero copy" in vsocket.h): a send straight from a
+  // registered region, and a view of received bytes that stays valid until
+  // ReleaseInPlace().
+  ssize_t SendRegistered(const Region& r, size_t offset, size_t len, int flags = 0) {
+    return vsocket_send_registered(fd_, r.get(), offset, len, flags);
+  }
+  ssize_t RecvInPlace(const void** data, size_t max, int flags = 0) {
+    return vsocket_recv_inplace(fd_, data, max, flags);
+  }
+  int ReleaseInPlace(size_t n) { return vsocket_recv_release(fd_, n); }
+
   int Shutdown(int how) { return vsocket_shutdown(fd_, how); }
   int SetOption(int level, int name, int value) {
     return vsocket_setsockopt(fd_, level, name, &value, sizeof(value));
@@ -93,7 +142,7 @@ class Socket {
     return vsocket_close(std::exchange(fd_, -1));
   }
 
-  // "shm" / "tcp", or nullptr before the connection exists.
+  // "shm" / "rdma" / "tcp", or nullptr before the connection exists.
   const char* TransportName() const { return vsocket_transport_name(fd_); }
   // "" on a fast path, otherwise the named reason.
   const char* FallbackReason() const { return vsocket_fallback_reason(fd_); }

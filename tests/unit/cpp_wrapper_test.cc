@@ -45,6 +45,43 @@ TEST(CppWrapperTest, LoopbackConnectionUsesSharedMemory) {
   EXPECT_EQ(client.Recv(buf, sizeof(buf)), 2);
 }
 
+TEST(CppWrapperTest, RegisteredSendAndInPlaceReceive) {
+  vsocket::Socket listener = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(listener.Bind(addr), 0);
+  ASSERT_EQ(listener.Listen(), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(vsocket_getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  vsocket::Socket client = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
+  ASSERT_EQ(client.Connect(addr), 0);
+  vsocket::Socket server = listener.Accept();
+  ASSERT_TRUE(server);
+
+  char grads[4096];
+  for (size_t i = 0; i < sizeof(grads); ++i) grads[i] = static_cast<char>(i * 7);
+  vsocket::Region region = vsocket::Region::Register(grads, sizeof(grads));
+  ASSERT_TRUE(region);
+  ASSERT_EQ(client.SendRegistered(region, 100, 1000), 1000);
+  EXPECT_EQ(client.SendRegistered(region, 4000, 200), -1);  // past the end
+  EXPECT_EQ(errno, EINVAL);
+
+  size_t got = 0;
+  while (got < 1000) {
+    const void* view = nullptr;
+    ssize_t n = server.RecvInPlace(&view, 1000 - got);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(std::memcmp(view, grads + 100 + got, static_cast<size_t>(n)), 0);
+    ASSERT_EQ(server.ReleaseInPlace(static_cast<size_t>(n)), 0);
+    got += static_cast<size_t>(n);
+  }
+  vsocket::Region moved = std::move(region);
+  EXPECT_FALSE(region);
+  EXPECT_EQ(moved.Reset(), 0);
+  EXPECT_FALSE(moved);
+}
+
 TEST(CppWrapperTest, MoveTransfersOwnership) {
   vsocket::Socket a = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
   int fd = a.fd();
