@@ -10,27 +10,21 @@
 //   rdma_zerocopy_test NAME...          some (integrity reuse semantics kill
 //                                       throughput)
 //   VSOCKET_RDMA_TEST_MB=32             bytes each way for `integrity`
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "scenario_harness.h"
 #include "vsocket/vsocket.h"
 #include "zerocopy_stream.h"
 
@@ -41,87 +35,17 @@ using vsocket_zc_test::FillPattern;
 using vsocket_zc_test::RecvMixed;
 using vsocket_zc_test::SendMixed;
 
-constexpr int kSkip = 77;
-const char* g_scenario = "?";
-const char* g_role = "main";
-
-[[noreturn]] void Fail(const char* file, int line, const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "FAIL [%s/%s] %s:%d: %s (errno %d %s)\n", g_scenario,
-          g_role, file, line, msg, errno, strerror(errno));
-  _exit(1);
-}
-#define CHECK(cond, ...) \
-  do { if (!(cond)) Fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)
-#define CHECK_ERR(expr, e)                                                   \
-  do {                                                                       \
-    errno = 0;                                                               \
-    long long rc_ = static_cast<long long>(expr);                            \
-    CHECK(rc_ == -1 && errno == (e), "%s: rc %lld, want -1/%s", #expr, rc_, \
-          strerror(e));                                                      \
-  } while (0)
-
-int64_t NowUs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
-}
-
-const char* SelfIp() {
-  const char* ip = getenv("VSOCKET_RDMA_SELF_IP");
-  return ip ? ip : "127.0.0.1";
-}
-
-sockaddr_in Addr(const char* ip, int port) {
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1, "bad ip %s", ip);
-  return a;
-}
-
-struct Ctl {
-  int fds[2];
-  void Send(int side, int64_t v) {
-    CHECK(write(fds[side], &v, sizeof(v)) == sizeof(v), "ctl write");
-  }
-  int64_t Recv(int side) {
-    int64_t v = -1;
-    CHECK(read(fds[side], &v, sizeof(v)) == sizeof(v), "ctl read");
-    return v;
-  }
-};
+using vsocket_rdma_test::Connect;
+using vsocket_rdma_test::Ctl;
+using vsocket_rdma_test::Listen;
+using vsocket_rdma_test::NowUs;
+using vsocket_rdma_test::RunPair;
+using vsocket_rdma_test::RunScenarios;
+using vsocket_rdma_test::Scenario;
 
 void UseRdma(const char* ring = "1M") {
   setenv("VSOCKET_TRANSPORT", "rdma", 1);
   setenv("VSOCKET_RDMA_RING_SIZE", ring, 1);
-}
-
-int Listen(int* port) {
-  int fd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0, "socket");
-  int one = 1;
-  vsocket_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in a = Addr(SelfIp(), 0);
-  CHECK(vsocket_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "bind");
-  CHECK(vsocket_listen(fd, 16) == 0, "listen");
-  socklen_t len = sizeof(a);
-  CHECK(vsocket_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0, "getsockname");
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-int Connect(int port) {
-  int fd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0, "socket");
-  sockaddr_in a = Addr(SelfIp(), port);
-  CHECK(vsocket_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0,
-        "connect to %s:%d", SelfIp(), port);
-  return fd;
 }
 
 void ExpectRdma(int fd) {
@@ -157,41 +81,6 @@ long long RdmaBytes(const char* which) {
   const char* end = strchr(p, '}');
   if (!q || (end && q > end)) return 0;
   return strtoll(q + strlen(key), nullptr, 10);
-}
-
-int RunPair(const std::function<void(Ctl&)>& server,
-            const std::function<void(Ctl&, pid_t server_pid)>& client) {
-  Ctl ctl;
-  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, ctl.fds) == 0, "socketpair");
-  pid_t s = fork();
-  if (s == 0) {
-    g_role = "server";
-    close(ctl.fds[1]);
-    alarm(300);  // never hang the suite
-    server(ctl);
-    fflush(stdout);
-    _exit(0);
-  }
-  pid_t c = fork();
-  if (c == 0) {
-    g_role = "client";
-    close(ctl.fds[0]);
-    alarm(300);
-    client(ctl, s);
-    fflush(stdout);
-    _exit(0);
-  }
-  close(ctl.fds[0]);
-  close(ctl.fds[1]);
-  int ss = 0, cs = 0;
-  waitpid(c, &cs, 0);
-  waitpid(s, &ss, 0);
-  bool client_ok = WIFEXITED(cs) && WEXITSTATUS(cs) == 0;
-  bool server_ok = (WIFEXITED(ss) && WEXITSTATUS(ss) == 0) ||
-                   (WIFSIGNALED(ss) && WTERMSIG(ss) == SIGKILL);  // `kill`
-  if (!client_ok) fprintf(stderr, "  client status 0x%x\n", cs);
-  if (!server_ok) fprintf(stderr, "  server status 0x%x\n", ss);
-  return client_ok && server_ok ? 0 : 1;
 }
 
 constexpr size_t kRegion = 4 << 20;
@@ -548,47 +437,16 @@ int Throughput() {
       });
 }
 
-bool HaveDevice() {
-  DIR* d = opendir("/sys/class/infiniband");
-  if (!d) return false;
-  bool any = false;
-  while (struct dirent* e = readdir(d)) {
-    if (e->d_name[0] != '.') any = true;
-  }
-  closedir(d);
-  return any;
-}
+constexpr Scenario kScenarios[] = {
+    {"semantics", Semantics}, {"integrity", Integrity}, {"reuse", Reuse},
+    {"kill", Kill}, {"throughput", Throughput}};
+
+// Every scenario's children end in SIGALRM after this long, never hanging
+// the suite.
+constexpr unsigned kPairAlarmSeconds = 300;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (!HaveDevice()) {
-    printf("SKIP: no RDMA device (run in the guest: tests/rdma/run-suite.sh)\n");
-    return kSkip;
-  }
-  struct Scenario {
-    const char* name;
-    int (*run)();
-  } all[] = {{"semantics", Semantics}, {"integrity", Integrity},
-             {"reuse", Reuse}, {"kill", Kill}, {"throughput", Throughput}};
-  int passed = 0, failed = 0;
-  for (const Scenario& s : all) {
-    bool wanted = argc < 2;
-    for (int i = 1; i < argc; ++i) wanted |= !strcmp(argv[i], s.name);
-    if (!wanted) continue;
-    g_scenario = s.name;
-    int64_t start = NowUs();
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) _exit(s.run());
-    int st = 0;
-    waitpid(pid, &st, 0);
-    bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    printf("%s %s (%.2f s)\n", ok ? "PASS" : "FAIL", s.name,
-           (NowUs() - start) / 1e6);
-    (ok ? passed : failed)++;
-  }
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return RunScenarios(argc, argv, kScenarios, kPairAlarmSeconds);
 }
