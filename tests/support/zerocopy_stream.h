@@ -1,7 +1,7 @@
 // A byte stream moved through the explicit API's zero-copy calls, mixed with
 // ordinary send/recv, for the host test (tests/integration/
 // zerocopy_api_test.cc) and the RDMA test (tests/rdma/rdma_zerocopy_test.cc).
-// Header-only: the RDMA test links nothing but libvsocket.
+// Header-only: usable from both tests without another library.
 //
 // The sender writes each piece's content into the registered region right
 // before sending it and scribbles over it right after the call returns, so
