@@ -89,7 +89,7 @@ class Watcher {
   void Run(int epoll_fd) {
     struct epoll_event events[16];
     for (;;) {
-      int n = ::epoll_wait(epoll_fd, events, 16, -1);
+      int n = sys::epoll_wait(epoll_fd, events, 16, -1);
       if (n < 0) {
         if (errno == EINTR) continue;
         return;

@@ -103,7 +103,7 @@ class ProgressThread {
   // holding theirs) and keeps those that ask to be called again.
   void RunChecks() {
     uint64_t expirations;
-    (void)!::read(timer_fd_, &expirations, sizeof(expirations));
+    (void)!sys::read(timer_fd_, &expirations, sizeof(expirations));
     std::vector<std::weak_ptr<ProgressWatcher>> due;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -128,7 +128,7 @@ class ProgressThread {
     struct epoll_event events[32];
     std::vector<std::pair<int, std::shared_ptr<ProgressWatcher>>> ready;
     for (;;) {
-      int n = ::epoll_wait(epoll_fd, events, 32, -1);
+      int n = sys::epoll_wait(epoll_fd, events, 32, -1);
       if (n < 0) {
         if (errno == EINTR) continue;
         VSOCKET_LOG(kError, "rdma progress thread: epoll_wait: errno %d", errno);

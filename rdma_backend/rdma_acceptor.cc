@@ -62,7 +62,7 @@ class ListenerState : public ProgressWatcher {
   void OnReadable(int fd) override {
     if (fd == timer_fd_) {
       uint64_t ticks;
-      ssize_t ignored = ::read(timer_fd_, &ticks, sizeof(ticks));
+      ssize_t ignored = sys::read(timer_fd_, &ticks, sizeof(ticks));
       (void)ignored;
       CloseExpired();
       return;

@@ -2,6 +2,7 @@
 
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
+#include "vsocket/real_libc.h"
 #include "vsocket/wait.h"
 #include <arpa/inet.h>
 #include <poll.h>
@@ -253,7 +254,7 @@ int RdmaChannel::WaitForProgress(int64_t deadline_ns) {
           (left + 999'999) / 1'000'000, 1'000'000));
     }
     struct pollfd fds[2] = {{cc_->fd, POLLIN, 0}, {ec_->fd, POLLIN, 0}};
-    int rc = poll(fds, 2, timeout_ms);
+    int rc = sys::poll(fds, 2, timeout_ms);
     if (rc < 0 && errno != EINTR) return -1;
     if (fds[0].revents & POLLIN) {
       struct ibv_cq* ev_cq = nullptr;
@@ -715,7 +716,7 @@ void RdmaChannel::Close() {
       int64_t left = deadline - MonotonicNs();
       if (left <= 0) break;
       struct pollfd pfd = {ec_->fd, POLLIN, 0};
-      if (poll(&pfd, 1, static_cast<int>(left / 1'000'000) + 1) <= 0) break;
+      if (sys::poll(&pfd, 1, static_cast<int>(left / 1'000'000) + 1) <= 0) break;
       HandleCmEvents();
     }
   }

@@ -1,5 +1,6 @@
 #include "rdma_backend/rdma_cm_connection.h"
 
+#include "vsocket/real_libc.h"
 #include "vsocket/wait.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -53,7 +54,7 @@ class ChannelBuilder {
         timeout_ms = static_cast<int>(left / 1'000'000) + 1;
       }
       struct pollfd pfd = {ec->fd, POLLIN, 0};
-      if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR) {
+      if (sys::poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR) {
         return Fail(error, errno, "poll(rdma_cm fd)");
       }
     }

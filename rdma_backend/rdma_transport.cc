@@ -104,9 +104,14 @@ void RdmaTransport::ArmDeferred() {
   // Armed here; the pending check then finds them armed and ends the
   // deferral (it stays listed until then: a later busy call keeps its CQ
   // unarmed again without a new schedule).
+  // try_lock: the caller may already hold one of these locks (a wait that
+  // re-entered the interposer under Core::mu would otherwise deadlock on
+  // itself).  A connection whose lock is busy is inside a call; its
+  // pending check arms it at the latest.
   for (auto& core : cores) {
     if (core->Inherited()) continue;
-    std::lock_guard<std::mutex> lock(core->mu);
+    std::unique_lock<std::mutex> lock(core->mu, std::try_to_lock);
+    if (!lock.owns_lock()) continue;
     if (core->watching && core->channel && !core->channel->cq_armed()) core->Sync();
   }
 }

@@ -67,6 +67,9 @@ VSOCKET_REAL(int, getpeername,
              (int fd, struct sockaddr* addr, socklen_t* len), (fd, addr, len))
 VSOCKET_REAL(int, poll, (struct pollfd* fds, nfds_t nfds, int timeout_ms),
              (fds, nfds, timeout_ms))
+VSOCKET_REAL(int, epoll_wait,
+             (int epfd, struct epoll_event* events, int maxevents, int timeout_ms),
+             (epfd, events, maxevents, timeout_ms))
 VSOCKET_REAL(int, dup3, (int oldfd, int newfd, int flags), (oldfd, newfd, flags))
 
 int fcntl(int fd, int cmd, long arg) {

@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -59,6 +60,7 @@ int getpeername(int fd, struct sockaddr* addr, socklen_t* len);
 int fcntl(int fd, int cmd, long arg = 0);
 int ioctl(int fd, unsigned long request, void* arg);
 int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms);
+int epoll_wait(int epfd, struct epoll_event* events, int maxevents, int timeout_ms);
 int dup3(int oldfd, int newfd, int flags);
 
 // Descriptors vsocket keeps for itself (doorbell sinks, liveness TCP
