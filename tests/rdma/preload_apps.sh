@@ -10,15 +10,6 @@
 #            bytes sent == bytes received (the server's count) >= 16 MiB, and
 #            the server's JSON count agrees; exactly 2 rdma connections per process
 #            (control + one stream)
-# redis and python3 are NOT RUN BY DEFAULT (known_failing_redis,
-# known_failing_python3; VSOCKET_APPS_ONLY="redis python3" runs them): closing
-# an RDMA connection can deadlock the process.  RdmaTransport::Release (close)
-# and RdmaTransport::CloseAllAtExit (exit with a connection open) hold the
-# core's mutex while RdmaChannel::Close waits in poll(); that poll is the
-# interposed one, whose BeforeKernelWait -> RdmaTransport::ArmDeferred takes
-# the same core mutex when the connection is on the deferred-arming list.
-# Seen: redis-cli hung at exit in ~1 of 7 runs, the python3 client in close()
-# in 2 of ~13 runs (the stacks are printed when a process hangs, with gdb).
 #   redis    300 SET of distinct values (16..4000 bytes) read back by GET and
 #            compared, redis-benchmark -t set,get -n 2000 -c 4 -P 16 (both
 #            result lines), `shutdown nosave`; each redis-cli exactly 1 rdma
@@ -35,8 +26,7 @@
 # shutdown nosave, SIGINT for sockperf) and print their statistics.
 # One "PASS name ..." / "FAIL name ..." line per program; exit 1 if any failed.
 #   tests/rdma/preload_apps.sh BUILD_DIR
-# VSOCKET_APPS_ONLY="iperf3 nc ..." runs those instead of the default set
-# (iperf3 nc sockperf); "redis" / "python3" select known_failing_NAME.
+# VSOCKET_APPS_ONLY="iperf3 nc ..." runs those instead of all five.
 set -euo pipefail
 build="$1"
 run="$build/preload/vsocket-run"
@@ -177,8 +167,8 @@ test_iperf3() {
   return $ok
 }
 
-# ---- redis: known to fail (the close deadlock above), so not in the default set ----
-known_failing_redis() {
+# ---- redis ----
+test_redis() {
   local port=18611 ok=0 status=0
   python3 - "$tmp" <<'EOF'
 import os, sys, random
@@ -211,7 +201,7 @@ EOF
   if ((status != 0)) || [[ $(tr '\r' '\n' <"$tmp/redis-bench.out" | grep -cE '^(SET|GET): [0-9.]+ requests per second') != 2 ]]; then
     echo "FAIL: redis-benchmark exited $status without both SET and GET results"; ok=1
   fi
-  # redis-cli exits with its connection open: the CloseAllAtExit path of the deadlock
+  # redis-cli exits with its connection open: closed by the atexit handler (CloseAllAtExit)
   local i hung=0 c
   for i in $(seq 10); do
     "$run" --transport rdma --stats -- redis-cli -h "$ip" -p "$port" <"$tmp/redis-set.txt" \
@@ -289,7 +279,7 @@ test_nc() {
   return $ok
 }
 
-# ---- python3: known to fail (the close deadlock above), so not in the default set ----
+# ---- python3 ----
 cat >"$tmp/echo.py" <<'EOF'
 import hashlib, os, socket, sys, threading
 CONNS, SIZE, CHUNK = 2, 3 << 20, 65536
@@ -339,7 +329,7 @@ for i in range(CONNS):
     good &= ok
 sys.exit(0 if good else 1)
 EOF
-known_failing_python3() {
+test_python3() {
   local port=18631 ok=0 status=0
   start_server py-server python3 "$tmp/echo.py" server "$ip" "$port"
   wait_listening "$port" "$server" || return 1
@@ -384,13 +374,12 @@ test_sockperf() {
 }
 
 summary=() failed=()
-for name in ${VSOCKET_APPS_ONLY:-iperf3 nc sockperf}; do
+for name in ${VSOCKET_APPS_ONLY:-iperf3 redis nc python3 sockperf}; do
   echo "=== $name ==="
   detail=""
   t0=$(date +%s.%N)
   status=0
   fn="test_$name"
-  declare -F "$fn" >/dev/null || fn="known_failing_$name"
   declare -F "$fn" >/dev/null || { echo "FAIL: no test named $name"; exit 2; }
   "$fn" || status=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
