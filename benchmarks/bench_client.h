@@ -17,6 +17,7 @@ struct ClientConfig {
   int duration_ms = 300;  // measured window of each point
   int io_timeout_ms = 5000;
   uint64_t max_messages = 10'000'000;  // per phase, whatever the time
+  bool zerocopy = false;  // stream: send with vsocket_send_registered
 };
 
 // Must run in a process whose VSOCKET_TRANSPORT is cfg.transport. Never

@@ -36,6 +36,11 @@ const char kUsage[] =
     "  --json FILE         write results as JSON\n"
     "  --plot FILE.svg     write latency and throughput plots as SVG\n"
     "  --verbose           progress and server session logs on stderr\n"
+    "  --zerocopy          stream mode through the zero-copy calls: the sender\n"
+    "                      sends from a registered buffer (vsocket_register +\n"
+    "                      vsocket_send_registered), the receiver reads in place\n"
+    "                      (vsocket_recv_inplace / vsocket_recv_release); give it\n"
+    "                      to --server too\n"
     "  --help              this text\n"
     "\n"
     "The server runs with its own VSOCKET_TRANSPORT (default auto); with\n"
@@ -169,6 +174,8 @@ bool parse_options(int argc, char** argv, Options* o, std::string* error) {
       o->svg_path = v;
     } else if (arg == "--verbose" || arg == "-v") {
       o->verbose = true;
+    } else if (arg == "--zerocopy") {
+      o->zerocopy = true;
     } else {
       return fail("unknown argument '" + arg + "'");
     }

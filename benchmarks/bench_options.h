@@ -30,6 +30,9 @@ struct Options {
   std::string json_path;
   std::string svg_path;
   bool verbose = false;
+  // stream: the sender uses vsocket_send_registered from a registered
+  // buffer and the receiver vsocket_recv_inplace / vsocket_recv_release.
+  bool zerocopy = false;
 };
 
 extern const char kUsage[];

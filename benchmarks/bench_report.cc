@@ -186,6 +186,9 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<PointRes
                info.spin_us.empty() ? "(unset)" : info.spin_us.c_str());
   std::fprintf(out, "CPU = getrusage user+sys of client + server processes over the window"
                     "; GB = 1e9 bytes\n");
+  if (info.zerocopy)
+    std::fprintf(out, "stream: zero-copy calls (vsocket_send_registered from a registered "
+                      "buffer, vsocket_recv_inplace + vsocket_recv_release)\n");
   const Mode modes[] = {Mode::kPingPong, Mode::kStream, Mode::kConnect};
   for (Mode mode : modes) {
     std::vector<const PointResult*> rows = ok_rows(results, info.transports, mode);
@@ -227,6 +230,7 @@ bool write_json(const std::string& path, const RunInfo& info,
   top.uint("warmup_ms", unsigned(info.warmup_ms));
   top.uint("max_messages", info.max_messages);
   top.raw("spin_us", info.spin_us.empty() ? "null" : json_string(info.spin_us));
+  top.raw("zerocopy", info.zerocopy ? "true" : "false");
   std::string rows;
   for (const PointResult& r : results)
     rows += (rows.empty() ? "\n    " : ",\n    ") + result_json(r, results);

@@ -19,6 +19,7 @@ struct RunInfo {
   int warmup_ms = 0;
   unsigned long long max_messages = 0;
   std::string spin_us;  // VSOCKET_SPIN_US as set, "" when unset
+  bool zerocopy = false;  // --zerocopy: stream through the zero-copy calls
 };
 
 // One section per mode, one row per transport x size (sizes ascending,

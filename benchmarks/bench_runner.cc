@@ -136,7 +136,7 @@ struct ServerStartup {
 
   int rc = 0;
   try {
-    serve(listen_fd, {stop_fd, 0, plan.io_timeout_ms, plan.verbose});
+    serve(listen_fd, {stop_fd, 0, plan.io_timeout_ms, plan.verbose, plan.zerocopy});
   } catch (const BenchError& e) {
     std::fprintf(stderr, "vsocket-bench: %s server: %s\n", transport.c_str(), e.what());
     rc = 1;
@@ -154,6 +154,7 @@ struct ServerStartup {
   cfg.duration_ms = plan.duration_ms;
   cfg.io_timeout_ms = plan.io_timeout_ms;
   cfg.max_messages = plan.max_messages;
+  cfg.zerocopy = plan.zerocopy;
   std::string resolve_error;
   try {
     cfg.server = resolve_peer(plan.local ? plan.local_address : plan.host, port);

@@ -29,6 +29,7 @@ struct RunPlan {
   int io_timeout_ms = 5000;
   uint64_t max_messages = 10'000'000;
   bool verbose = false;  // progress and server session logs on stderr
+  bool zerocopy = false; // stream through the zero-copy calls (both ends)
 };
 
 // Results in order: transport by transport, point by point. A transport that

@@ -75,15 +75,56 @@ ServerReport serve_pingpong(int fd, size_t msg_size) {
 // Counts bytes up to and including the kEnd message. The window opens at
 // the recv that brings the first kMeasure message; only bytes received
 // after that recv are counted, so bytes/elapsed is an unbiased rate.
-ServerReport serve_stream(int fd, size_t msg_size) {
-  std::vector<uint8_t> buf(std::max(msg_size, kStreamRecvBytes));
+// The next chunk of the stream, at most `want` bytes: copied into a buffer
+// by vsocket_recv, or (zero copy) viewed in place with vsocket_recv_inplace
+// until Release().
+class StreamReader {
+ public:
+  StreamReader(int fd, size_t msg_size, bool zerocopy)
+      : fd_(fd), zerocopy_(zerocopy),
+        buf_(zerocopy ? 0 : std::max(msg_size, kStreamRecvBytes)) {}
+  size_t max_chunk() const { return zerocopy_ ? kStreamRecvBytes : buf_.size(); }
+  // Returns the chunk's length (0 at end of stream); *data points at it.
+  size_t Next(size_t want, const uint8_t** data) {
+    if (!zerocopy_) {
+      *data = buf_.data();
+      return recv_some(fd_, buf_.data(), want);
+    }
+    for (;;) {
+      const void* view = nullptr;
+      ssize_t n = vsocket_recv_inplace(fd_, &view, want, 0);
+      if (n >= 0) {
+        *data = static_cast<const uint8_t*>(view);
+        held_ = size_t(n);
+        return size_t(n);
+      }
+      if (errno != EINTR) throw_errno("vsocket_recv_inplace");
+    }
+  }
+  // Done with the chunk Next() returned.
+  void Release() {
+    if (!zerocopy_ || held_ == 0) return;
+    if (vsocket_recv_release(fd_, held_) != 0) throw_errno("vsocket_recv_release");
+    held_ = 0;
+  }
+
+ private:
+  int fd_;
+  bool zerocopy_;
+  std::vector<uint8_t> buf_;
+  size_t held_ = 0;
+};
+
+ServerReport serve_stream(int fd, size_t msg_size, bool zerocopy) {
+  StreamReader reader(fd, msg_size, zerocopy);
   MeasuredWindow window;
   uint64_t received = 0;          // bytes so far, all phases
   uint64_t window_base = 0;       // `received` when the window opened
   uint64_t end_at = UINT64_MAX;   // offset just past the kEnd message
   while (received < end_at) {
-    size_t want = size_t(std::min<uint64_t>(buf.size(), end_at - received));
-    size_t n = recv_some(fd, buf.data(), want);
+    size_t want = size_t(std::min<uint64_t>(reader.max_chunk(), end_at - received));
+    const uint8_t* buf = nullptr;
+    size_t n = reader.Next(want, &buf);
     if (n == 0)
       throw BenchError("client closed the connection before its end message");
     // Inspect the flag of every message that starts inside this chunk.
@@ -100,6 +141,7 @@ ServerReport serve_stream(int fd, size_t msg_size) {
         window_base = received + n;
       }
     }
+    reader.Release();
     received += n;
   }
   uint64_t bytes = received - window_base;
@@ -179,7 +221,7 @@ void serve_session(int fd, int listen_fd, const ServerOptions& options) {
   ServerReport report;
   switch (request.mode) {
     case Mode::kPingPong: report = serve_pingpong(fd, request.msg_size); break;
-    case Mode::kStream: report = serve_stream(fd, request.msg_size); break;
+    case Mode::kStream: report = serve_stream(fd, request.msg_size, options.zerocopy); break;
     case Mode::kConnect: report = serve_connect(fd, listen_fd, timeout_ms); break;
   }
   send_report(fd, report);

@@ -9,6 +9,7 @@ struct ServerOptions {
   int idle_exit_ms = 0;    // return after this long without a session; 0 = never
   int io_timeout_ms = 5000;  // bound on every blocked call inside a session
   bool verbose = false;    // log each session to stderr
+  bool zerocopy = false;   // stream: read with vsocket_recv_inplace
 };
 
 // Accepts and serves sessions on listen_fd (see bench_protocol.h) until a

@@ -92,7 +92,8 @@ int run_server_role(const Options& options) {
     std::printf("vsocket-bench server listening on 0.0.0.0:%u (VSOCKET_TRANSPORT=%s)\n",
                 unsigned(port), transport.empty() ? "unset" : transport.c_str());
     std::fflush(stdout);
-    serve(listen_fd, {-1, options.idle_exit_ms, options.io_timeout_ms, options.verbose});
+    serve(listen_fd, {-1, options.idle_exit_ms, options.io_timeout_ms, options.verbose,
+                      options.zerocopy});
   } catch (const BenchError& e) {
     std::fprintf(stderr, "vsocket-bench: %s\n", e.what());
     close_quietly(listen_fd);
@@ -122,6 +123,7 @@ RunPlan make_plan(const Options& options) {
   plan.io_timeout_ms = options.io_timeout_ms;
   plan.max_messages = options.max_messages;
   plan.verbose = options.verbose;
+  plan.zerocopy = options.zerocopy;
   return plan;
 }
 
@@ -145,6 +147,7 @@ int run_benchmark_role(const Options& options) {
   info.warmup_ms = plan.warmup_ms;
   info.max_messages = plan.max_messages;
   info.spin_us = env_or_empty("VSOCKET_SPIN_US");
+  info.zerocopy = plan.zerocopy;
   print_table(stdout, info, results);
 
   int status = 0;

@@ -18,7 +18,9 @@
 #   sockets    vsocket-bench --local --transports rdma: the public API over
 #              RdmaTransport, 64 KiB / 1 MiB streaming and 64 B ping-pong,
 #              at the default VSOCKET_SPIN_US and at
-#              RDMA_BENCH_SOCKET_TUNED_SPIN_US (default 2000)
+#              RDMA_BENCH_SOCKET_TUNED_SPIN_US (default 2000); streaming
+#              once more with --zerocopy (vsocket_send_registered from a
+#              registered buffer, vsocket_recv_inplace)
 # and writes OUT/results.md (markdown table with ratios), OUT/results.env
 # (raw figures) and OUT/logs/*.
 #
@@ -223,15 +225,16 @@ for r in results:
         break
 PY
 }
-# Args: PREFIX NAME [ENV...]: runs vsocket-bench, puts PREFIX_64K, _1M,
+# Args: PREFIX NAME MODES FLAGS [ENV...]: runs vsocket-bench (MODES e.g.
+# pingpong,stream; FLAGS e.g. --zerocopy or ""), puts PREFIX_64K, _1M,
 # _LAT_P50, _LAT_AVG, _LAT_P99.
 run_vsocket_bench_rdma() {
-    local p=$1 name=$2 vb=$BUILD/benchmarks/vsocket-bench
-    shift 2
+    local p=$1 name=$2 modes=$3 flags=$4 vb=$BUILD/benchmarks/vsocket-bench
+    shift 4
     [[ -x $vb ]] || { note "vsocket-bench not built: socket-level RDMA not measured"; FAILED=1; return 0; }
     # RDMA needs an address of rxe0's netdev (127.0.0.1 has no RDMA device).
     if timeout 600 env "$@" "$vb" --local --address "$VSOCKET_RDMA_SELF_IP" \
-           --transports rdma --sizes 64,64K,1M --mode pingpong,stream \
+           --transports rdma --sizes 64,64K,1M --mode "$modes" $flags \
            --duration-ms 2000 --json "$LOGS/$name.json" >"$LOGS/$name.log" 2>&1; then
         cat "$LOGS/$name.log" >&2
     else
@@ -285,10 +288,12 @@ ratio_rows() {
 socket_rows() {
     local p=$1 label=$2 v
     v() { eval "echo \"\${${p}_$1:-n/a}\""; }
-    echo "| **vsocket sockets over RDMA** (vsocket-bench, \`VSOCKET_TRANSPORT=rdma\`), $label | $(v 64K) | $(v 1M) | $(v LAT_P50) median (avg $(v LAT_AVG), p99 $(v LAT_P99)) = RTT/2 |"
+    local lat=""
+    [[ $(v LAT_P50) == n/a ]] || lat="$(v LAT_P50) median (avg $(v LAT_AVG), p99 $(v LAT_P99)) = RTT/2"
+    echo "| **vsocket sockets over RDMA** (vsocket-bench, \`VSOCKET_TRANSPORT=rdma\`), $label | $(v 64K) | $(v 1M) | $lat |"
 }
-socket_ratio_rows() {
-    local p=$1 label=$2 v r64 r1m lat
+socket_ratio_rows() {   # PREFIX LABEL [stream: no latency rows]
+    local p=$1 label=$2 only=${3:-} v r64 r1m lat
     v() { eval "echo \"\${${p}_$1:-n/a}\""; }
     r64=$(ratio "$(v 64K)" "$IBBW_64K"); r1m=$(ratio "$(v 1M)" "$IBBW_1M")
     lat=$(ratio "$(v LAT_P50)" "$IBLAT_P50")
@@ -297,6 +302,7 @@ socket_ratio_rows() {
     echo "| sockets, $label: vsocket / ib_write_bw throughput | $r64 | $r1m | ≥ 0.80 | $(verdict "$r64" '>=' 0.8) / $(verdict "$r1m" '>=' 0.8) |"
     echo "| sockets, $label: vsocket / rsocket throughput | $s64 | $s1m | ≥ 1 | $(verdict "$s64" '>=' 1) / $(verdict "$s1m" '>=' 1) |"
     echo "| sockets, $label: vsocket / kernel TCP throughput | $(ratio "$(v 64K)" "$TCP_64K") | $(ratio "$(v 1M)" "$TCP_1M") | | |"
+    [[ $only == stream ]] && return 0
     echo "| sockets, $label: vsocket 64 B latency / ib_write_lat (medians) | $lat | | ≤ 2 | $(verdict "$lat" '<=' 2) |"
     echo "| sockets, $label: vsocket 64 B latency / rsocket (averages) | $(ratio "$(v LAT_AVG)" "$RS_LAT_AVG") | | | |"
 }
@@ -315,6 +321,7 @@ write_table() {
         [[ $TUNED == none ]] || channel_rows TU "$tuned_label"
         socket_rows VB "default spin (VSOCKET_SPIN_US ${VSOCKET_SPIN_US:-200})"
         socket_rows VT "VSOCKET_SPIN_US=$SOCKET_TUNED_SPIN_US"
+        socket_rows VZ "zero-copy calls (--zerocopy), default spin"
         echo "| kernel TCP, guest loopback (rstream -T s) | $TCP_64K | $TCP_1M | $TCP_LAT_AVG avg |"
         echo
         echo "| ratio (same run) | 64 KiB | 1 MiB | target | met? |"
@@ -323,6 +330,7 @@ write_table() {
         [[ $TUNED == none ]] || ratio_rows TU tuned
         socket_ratio_rows VB "default spin"
         socket_ratio_rows VT "spin $SOCKET_TUNED_SPIN_US µs"
+        socket_ratio_rows VZ "zero-copy" stream
         echo
         echo "RdmaChannel, default: ${CH_CONFIG:-?}${RDMA_BENCH_CHANNEL_OPTS:+ (options: $RDMA_BENCH_CHANNEL_OPTS)}"
         [[ $TUNED == none ]] || echo "RdmaChannel, tuned: ${TU_CONFIG:-?} (options: $TUNED)"
@@ -342,9 +350,12 @@ main() {
         run_channel TU rdma_channel_tuned 7481 "${CH_OPTS[@]}" "${TU_OPTS[@]}"
     fi
     note "vsocket-bench --transports rdma (sockets over the RDMA transport), default spin"
-    run_vsocket_bench_rdma VB vsocket_bench_rdma
+    run_vsocket_bench_rdma VB vsocket_bench_rdma pingpong,stream ""
     note "vsocket-bench --transports rdma, VSOCKET_SPIN_US=$SOCKET_TUNED_SPIN_US"
-    run_vsocket_bench_rdma VT vsocket_bench_rdma_spin VSOCKET_SPIN_US="$SOCKET_TUNED_SPIN_US"
+    run_vsocket_bench_rdma VT vsocket_bench_rdma_spin pingpong,stream "" \
+        VSOCKET_SPIN_US="$SOCKET_TUNED_SPIN_US"
+    note "vsocket-bench --transports rdma --zerocopy (registered sends, in-place reads)"
+    run_vsocket_bench_rdma VZ vsocket_bench_rdma_zc stream --zerocopy
     write_table
     echo
     cat "$OUT/results.md"
