@@ -12,7 +12,8 @@
 
 namespace {
 
-TEST(CppWrapperTest, LoopbackConnectionUsesSharedMemory) {
+// A connected loopback pair (client, server) made through the wrapper.
+void ConnectPair(vsocket::Socket* client, vsocket::Socket* server) {
   vsocket::Socket listener = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
   ASSERT_TRUE(listener);
   sockaddr_in addr{};
@@ -22,11 +23,15 @@ TEST(CppWrapperTest, LoopbackConnectionUsesSharedMemory) {
   ASSERT_EQ(listener.Listen(), 0);
   socklen_t len = sizeof(addr);
   ASSERT_EQ(vsocket_getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  *client = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
+  ASSERT_EQ(client->Connect(addr), 0);
+  *server = listener.Accept();
+  ASSERT_TRUE(*server);
+}
 
-  vsocket::Socket client = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
-  ASSERT_EQ(client.Connect(addr), 0);
-  vsocket::Socket server = listener.Accept();
-  ASSERT_TRUE(server);
+TEST(CppWrapperTest, LoopbackConnectionUsesSharedMemory) {
+  vsocket::Socket client, server;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&client, &server));
   EXPECT_STREQ(client.TransportName(), "shm");
   EXPECT_STREQ(server.TransportName(), "shm");
   EXPECT_STREQ(client.FallbackReason(), "");
@@ -46,18 +51,8 @@ TEST(CppWrapperTest, LoopbackConnectionUsesSharedMemory) {
 }
 
 TEST(CppWrapperTest, RegisteredSendAndInPlaceReceive) {
-  vsocket::Socket listener = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(listener.Bind(addr), 0);
-  ASSERT_EQ(listener.Listen(), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(vsocket_getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  vsocket::Socket client = vsocket::Socket::Open(AF_INET, SOCK_STREAM);
-  ASSERT_EQ(client.Connect(addr), 0);
-  vsocket::Socket server = listener.Accept();
-  ASSERT_TRUE(server);
+  vsocket::Socket client, server;
+  ASSERT_NO_FATAL_FAILURE(ConnectPair(&client, &server));
 
   char grads[4096];
   for (size_t i = 0; i < sizeof(grads); ++i) grads[i] = static_cast<char>(i * 7);
