@@ -11,6 +11,8 @@
 #ifndef VSOCKET_RDMA_BACKEND_RDMA_TRANSPORT_CORE_H_
 #define VSOCKET_RDMA_BACKEND_RDMA_TRANSPORT_CORE_H_
 
+#include <errno.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -55,7 +57,7 @@ struct RdmaTransport::Core : public ProgressWatcher,
   // (Sync).
   uint64_t calls = 0;                    // guarded by mu
   uint64_t calls_at_check = 0;           // guarded by mu
-  bool check_pending = false;            // guarded by mu; listed in DeferredCores
+  bool check_pending = false;            // guarded by mu; in the deferred list
   // The explicit API's in-place view (rdma_transport_zerocopy.cc).
   bool inplace_out = false;              // guarded by mu: outstanding or
                                          // being made (a waiter holds it)
@@ -154,13 +156,18 @@ struct RdmaTransport::Core : public ProgressWatcher,
   }
 };
 
-// Runs Core::LeaveCall when a SendMsg/RecvMsg returns, whichever way.
+// Runs Core::LeaveCall when an application call returns, whichever way.
+// Keeps the call's errno: arming makes system calls of its own.
 class RdmaTransport::CallScope {
  public:
   CallScope(Core& core, uint32_t spin_ns) : core_(core), spin_ns_(spin_ns) {}
   ~CallScope() {
-    std::lock_guard<std::mutex> lock(core_.mu);
-    if (core_.channel) core_.LeaveCall(spin_ns_);
+    int saved_errno = errno;
+    {
+      std::lock_guard<std::mutex> lock(core_.mu);
+      if (core_.channel) core_.LeaveCall(spin_ns_);
+    }
+    errno = saved_errno;
   }
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;
