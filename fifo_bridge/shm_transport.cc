@@ -427,13 +427,23 @@ ssize_t ShmTransport::TrySend(const struct iovec* iov, int iovcnt,
   if (revoked()) return kMovedToTcp;
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
   if (local & kLocalReset) return ResetOutcome(/*sending=*/true);
-  if (local & (kLocalShutWrite | kLocalPeerGone)) return -EPIPE;
+  if (local & kLocalShutWrite) return -EPIPE;
   if ((tx_->flags.load(std::memory_order_acquire) |
        rx_->flags.load(std::memory_order_acquire)) & kReset) {
     return ResetOutcome(/*sending=*/true);
   }
-  if (tx_->flags.load(std::memory_order_acquire) & kConsumerClosed)
-    return -EPIPE;
+  if (tx_->flags.load(std::memory_order_acquire) & kConsumerClosed) {
+    // As kernel TCP: the peer's close looks like its FIN until the peer's
+    // kernel answers our next data with an RST, so that one send succeeds
+    // (the bytes are dropped: nobody will read them) and later ones fail
+    // with EPIPE.  (redis-benchmark, told "DENIED" and closed on, waited
+    // forever when its first write failed.)
+    uint32_t before = side_->local_flags.fetch_or(kLocalSentToClosedPeer,
+                                                  std::memory_order_acq_rel);
+    if (before & kLocalSentToClosedPeer) return -EPIPE;
+    return static_cast<ssize_t>(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
+  }
+  if (local & kLocalPeerGone) return -EPIPE;
   int64_t n = producer_->Write(iov, iovcnt, skip);
   if (n == kCorrupt) {
     ResetConnection("peer published an impossible consumer index");

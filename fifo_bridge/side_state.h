@@ -26,6 +26,8 @@ inline constexpr uint32_t kLocalRevoked = 1u << 4;    // offer fell back to TCP
 inline constexpr uint32_t kLocalResetReported = 1u << 5;  // ECONNRESET returned
 inline constexpr uint32_t kLocalReadHangupShown = 1u << 6;  // POLLRDHUP raised
 inline constexpr uint32_t kLocalHangupShown = 1u << 7;      // POLLHUP raised
+// The one send TCP accepts after the peer's close was made (dropped).
+inline constexpr uint32_t kLocalSentToClosedPeer = 1u << 8;
 
 struct SideState {
   pthread_mutex_t send_lock;  // robust, process-shared

@@ -361,7 +361,7 @@ int RdmaChannel::PostStreamWrite(const uint8_t* src, uint32_t lkey,
 ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
                           const WaitOptions& wait) {
   if (closed_ || error_ != 0) return FailCall();
-  if (fin_sent_ || peer_closed_) {
+  if (fin_sent_) {
     errno = EPIPE;
     return -1;
   }
@@ -374,11 +374,17 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
   while (done < want) {
     if (error_ != 0) break;
     if (peer_closed_) {
-      if (done == 0) {
+      if (done > 0) break;
+      // As kernel TCP: the peer's close looks like its FIN until the peer's
+      // kernel answers our next data with an RST, so that one send
+      // succeeds (the bytes are dropped: nobody will read them) and later
+      // ones fail with EPIPE.
+      if (sent_to_closed_peer_) {
         errno = EPIPE;
         return -1;
       }
-      break;
+      sent_to_closed_peer_ = true;
+      return static_cast<ssize_t>(want);
     }
     // Reserve first, so a full send queue is a timeout, not a broken stream
     // (bytes copied into the mirror must be posted).
@@ -559,7 +565,7 @@ ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
   int64_t deadline = DeadlineAfter(wait.timeout_ns);
   for (;;) {
     Progress();
-    if (error_ != 0) return FailCall();
+    if (ResetAndDrained()) return FailCall();
     int64_t n = consumer_->Read(iov, iovcnt, 0, /*peek=*/false);
     if (n == fifo::kCorrupt) {
       SetReset(ECONNRESET);
@@ -569,6 +575,7 @@ ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
       MaybeSendCredit(false);
       return static_cast<ssize_t>(n);
     }
+    if (error_ != 0) return FailCall();
     if (peer_fin_) return 0;
     // Nothing to read: a credit that found the send queue full earlier must
     // still go out, or a producer blocked on a full ring would wait forever.
@@ -580,7 +587,7 @@ ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
 ssize_t RdmaChannel::TryRecv(const struct iovec* iov, int iovcnt, bool peek) {
   if (closed_) return FailCall();
   Progress();
-  if (error_ != 0) return FailCall();
+  if (ResetAndDrained()) return FailCall();
   int64_t n = consumer_->Read(iov, iovcnt, 0, peek);
   if (n == fifo::kCorrupt) {
     SetReset(ECONNRESET);
@@ -590,6 +597,7 @@ ssize_t RdmaChannel::TryRecv(const struct iovec* iov, int iovcnt, bool peek) {
     if (!peek) MaybeSendCredit(false);
     return static_cast<ssize_t>(n);
   }
+  if (error_ != 0) return FailCall();
   if (peer_fin_) return 0;
   MaybeSendCredit(false);  // see Recv(): a credit may be owed
   errno = EAGAIN;
@@ -599,13 +607,14 @@ ssize_t RdmaChannel::TryRecv(const struct iovec* iov, int iovcnt, bool peek) {
 ssize_t RdmaChannel::TryPeekContiguous(const uint8_t** data) {
   if (closed_) return FailCall();
   Progress();
-  if (error_ != 0) return FailCall();
+  if (ResetAndDrained()) return FailCall();
   int64_t n = consumer_->Contiguous(data);
   if (n == fifo::kCorrupt) {
     SetReset(ECONNRESET);
     return FailCall();
   }
   if (n > 0) return static_cast<ssize_t>(n);
+  if (error_ != 0) return FailCall();
   if (peer_fin_) return 0;
   MaybeSendCredit(false);  // see Recv(): a credit may be owed
   errno = EAGAIN;

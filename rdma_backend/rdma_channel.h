@@ -278,6 +278,9 @@ class RdmaChannel {
   void MaybeSendCredit(bool force);
   void SetReset(int err);
   int FailCall();  // -1 with errno for a reset/closed channel
+  // As TCP after an RST: bytes that arrived before the reset stay readable
+  // (their immediates were validated); reads fail once they are gone.
+  bool ResetAndDrained() const { return error_ != 0 && BufferedBytes() == 0; }
 
   // Verbs / CM objects (owned).
   rdma_event_channel* ec_ = nullptr;
@@ -325,6 +328,7 @@ class RdmaChannel {
   bool fin_sent_ = false;        // we sent FIN or CLOSE
   bool peer_fin_ = false;        // peer sent FIN or CLOSE
   bool peer_closed_ = false;     // peer sent CLOSE: our sends get EPIPE
+  bool sent_to_closed_peer_ = false;  // the one send TCP accepts after it
   int error_ = 0;
 };
 
