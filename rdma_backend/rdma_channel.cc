@@ -375,16 +375,7 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
     if (error_ != 0) break;
     if (peer_closed_) {
       if (done > 0) break;
-      // As kernel TCP: the peer's close looks like its FIN until the peer's
-      // kernel answers our next data with an RST, so that one send
-      // succeeds (the bytes are dropped: nobody will read them) and later
-      // ones fail with EPIPE.
-      if (sent_to_closed_peer_) {
-        errno = EPIPE;
-        return -1;
-      }
-      sent_to_closed_peer_ = true;
-      return static_cast<ssize_t>(want);
+      return SendToClosedPeer(want);
     }
     // Reserve first, so a full send queue is a timeout, not a broken stream
     // (bytes copied into the mirror must be posted).
@@ -450,7 +441,7 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
                                          uint64_t* ticket) {
   *ticket = sig_done_;  // nothing to wait for unless bytes get posted
   if (closed_ || error_ != 0) return FailCall();
-  if (fin_sent_ || peer_closed_) {
+  if (fin_sent_) {
     errno = EPIPE;
     return -1;
   }
@@ -465,6 +456,7 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
   uint64_t done = 0;
   bool timed_out = false;
   Progress();
+  if (peer_closed_) return SendToClosedPeer(len);
   while (done < len && error_ == 0 && !peer_closed_) {
     int64_t space = producer_->FreeSpace();
     if (space == fifo::kCorrupt) {
@@ -510,11 +502,21 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
     errno = EAGAIN;
     return -1;
   }
-  if (done == 0 && peer_closed_) {
+  if (done == 0 && peer_closed_) return SendToClosedPeer(len);
+  return static_cast<ssize_t>(done);
+}
+
+ssize_t RdmaChannel::SendToClosedPeer(uint64_t len) {
+  // As kernel TCP: the peer's close looks like its FIN until the peer's
+  // kernel answers our next data with an RST, so that one send succeeds
+  // (the bytes are dropped: nobody will read them) and later ones fail
+  // with EPIPE.
+  if (sent_to_closed_peer_) {
     errno = EPIPE;
     return -1;
   }
-  return static_cast<ssize_t>(done);
+  sent_to_closed_peer_ = true;
+  return static_cast<ssize_t>(len);
 }
 
 bool RdmaChannel::ZeroCopyCompleted(uint64_t ticket) {

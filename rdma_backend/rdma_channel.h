@@ -272,6 +272,9 @@ class RdmaChannel {
                       uint64_t index, uint64_t len, bool force_signal,
                       int64_t deadline_ns);
   int PostImmOnly(uint32_t imm, bool force_signal, int64_t deadline_ns);
+  // A send after the peer's CLOSE: `len` (dropped) the first time, then -1
+  // with EPIPE, as kernel TCP.
+  ssize_t SendToClosedPeer(uint64_t len);
   // Waits until `wrs` more send WRs fit the send queue.
   int ReserveSendSlots(uint32_t wrs, int64_t deadline_ns);
   int PostRecvs(uint32_t count);
