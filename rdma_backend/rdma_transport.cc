@@ -287,10 +287,7 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
         n = c.channel->Send(iov, iovcnt, now);
         if (n < 0) err = errno;
       }
-      if (err == ECONNRESET) c.error_reported = true;
-      // Non-blocking: the caller may sleep in poll/epoll next, so arm now.
-      if (n < 0 && err == EAGAIN && nonblocking) c.Sync();
-      else c.UpdateReadiness();
+      c.AfterAttempt(n, err, nonblocking);
     }
     if (n > 0) {
       StatsBytesSent(TransportKind::kRdma, static_cast<uint64_t>(n));
@@ -376,11 +373,8 @@ ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
         }
         n = c.channel->TryRecv(iov, iovcnt, peek);
         if (n < 0) err = errno;
-        if (err == ECONNRESET) c.error_reported = true;
       }
-      // Non-blocking: the caller may sleep in poll/epoll next, so arm now.
-      if (n < 0 && err == EAGAIN && nonblocking) c.Sync();
-      else c.UpdateReadiness();
+      c.AfterAttempt(n, err, nonblocking);
     }
     if (n > 0) {
       if (!peek) StatsBytesReceived(TransportKind::kRdma, static_cast<uint64_t>(n));

@@ -89,6 +89,17 @@ struct RdmaTransport::Core : public ProgressWatcher,
     ready.SetHangup(rd_done, broken || (rd_done && ch.write_shut()));
   }
 
+  // REQUIRES: mu held.  After one non-blocking channel attempt of an
+  // application call that got `n` (or -1 with `err`): notes a reset as
+  // reported, and shows the new state on the descriptor -- arming the CQ
+  // too when a non-blocking call is about to return EAGAIN (the caller may
+  // sleep in poll/epoll next).
+  void AfterAttempt(ssize_t n, int err, bool nonblocking) {
+    if (err == ECONNRESET) error_reported = true;
+    if (n < 0 && err == EAGAIN && nonblocking) Sync();
+    else UpdateReadiness();
+  }
+
   // REQUIRES: mu held.  Arms the CQ so completion_fd() fires for the next
   // completion, handles what is pending, updates readiness.  Stops watching
   // a broken channel (its fds may stay readable; nothing more can happen).

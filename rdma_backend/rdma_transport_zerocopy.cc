@@ -132,10 +132,7 @@ ssize_t RdmaTransport::SendRegistered(ZeroCopyRegion& region, size_t offset,
       n = c.channel->SendRegisteredAsync(*mr, offset + done, len - done, now, &t);
       if (n < 0) err = errno;
       if (n > 0) ticket = t;
-      if (err == ECONNRESET) c.error_reported = true;
-      // Non-blocking: the caller may sleep in poll/epoll next, so arm now.
-      if (n < 0 && err == EAGAIN && nonblocking) c.Sync();
-      else c.UpdateReadiness();
+      c.AfterAttempt(n, err, nonblocking);
     }
     if (n > 0) {
       StatsBytesSent(TransportKind::kRdma, static_cast<uint64_t>(n));
@@ -195,11 +192,8 @@ ssize_t RdmaTransport::RecvInPlace(const void** data, size_t max, int flags,
       } else {
         n = c.channel->TryPeekContiguous(&view);
         if (n < 0) err = errno;
-        if (err == ECONNRESET) c.error_reported = true;
       }
-      // Non-blocking: the caller may sleep in poll/epoll next, so arm now.
-      if (n < 0 && err == EAGAIN && nonblocking) c.Sync();
-      else c.UpdateReadiness();
+      c.AfterAttempt(n, err, nonblocking);
       if (n > 0) {
         c.inplace_len = std::min<size_t>(static_cast<size_t>(n), max);
         *data = view;
