@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket::fifo {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket::fifo {
 

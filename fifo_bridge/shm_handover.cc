@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "fifo_bridge/shm_transport.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket::fifo {
 

@@ -1,4 +1,5 @@
 #include "fifo_bridge/shm_transport.h"
+#include "fifo_bridge/shm_provider.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +13,7 @@
 #include <climits>
 #include <vector>
 
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/descriptor_swap.h"
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
@@ -106,7 +107,12 @@ ShmTransport::~ShmTransport() {
 }
 
 TransportKind ShmTransport::kind() const {
-  return revoked() ? TransportKind::kTcp : TransportKind::kShm;
+  return revoked() ? TransportKind::kTcp : kShmKind;
+}
+
+uint32_t ShmTransport::capabilities() const {
+  // After a revoke the user's number names the kernel TCP socket.
+  return revoked() ? kCapKernelStream : ShmProvider()->capabilities();
 }
 
 bool ShmTransport::revoked() const {
@@ -398,7 +404,7 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
   segment_->Unlink();
   reason_.store(reason, std::memory_order_release);
   side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
-  StatsConnectionMoved(TransportKind::kShm, TransportKind::kTcp);
+  StatsConnectionMoved(kShmKind, TransportKind::kTcp);
   StatsFallback(reason, "the listener did not claim the shared-memory offer");
   return true;
 }
@@ -451,7 +457,7 @@ ssize_t ShmTransport::TrySend(const struct iovec* iov, int iovcnt,
   }
   if (n > 0) {
     NotifyReader();
-    StatsBytesSent(TransportKind::kShm, static_cast<uint64_t>(n));
+    StatsBytesSent(kShmKind, static_cast<uint64_t>(n));
   }
   if (claimed_.load(std::memory_order_relaxed) &&
       producer_->FreeSpace() < static_cast<int64_t>(block_threshold_)) {
@@ -479,7 +485,7 @@ ssize_t ShmTransport::TryRecv(const struct iovec* iov, int iovcnt, size_t skip,
     }
     if (n > 0) {
       if (!peek) {
-        StatsBytesReceived(TransportKind::kShm, static_cast<uint64_t>(n));
+        StatsBytesReceived(kShmKind, static_cast<uint64_t>(n));
         LiftPeerWriterBlock();
         AfterConsume(false);
       }
@@ -800,7 +806,7 @@ int ShmTransport::TakeError() {
   return side_->pending_error.exchange(0, std::memory_order_relaxed);
 }
 
-void ShmTransport::OnForkChild() {
+void ShmTransport::BeforeFork() {
   side_->holders.fetch_add(1, std::memory_order_relaxed);
 }
 

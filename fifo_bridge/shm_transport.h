@@ -56,6 +56,7 @@ class ShmTransport final : public Transport, public LivenessTarget {
   }
 
   TransportKind kind() const override;
+  uint32_t capabilities() const override;
   FallbackReason fallback_reason() const override {
     return reason_.load(std::memory_order_acquire);
   }
@@ -75,7 +76,7 @@ class ShmTransport final : public Transport, public LivenessTarget {
   ssize_t RecvInPlace(const void** data, size_t max, int flags,
                       const IoOptions& io) override;
   int ReleaseInPlace(size_t n, const IoOptions& io) override;
-  void OnForkChild() override;
+  void BeforeFork() override;
   void Release() override;
 
   // Server side, right after a successful claim: wakes ourselves if the

@@ -6,6 +6,7 @@
 // receive lock, and the release consumes under it as a recv would (the
 // peer's writer block lifted, our wake-ups drained).
 #include <errno.h>
+#include "fifo_bridge/shm_provider.h"
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -81,7 +82,7 @@ int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
   if (n > 0) {
     SideLock side(&side_->recv_lock);
     consumer_->Discard(n);
-    StatsBytesReceived(TransportKind::kShm, n);
+    StatsBytesReceived(kShmKind, n);
     LiftPeerWriterBlock();
     AfterConsume(false);
   }

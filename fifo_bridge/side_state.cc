@@ -8,7 +8,7 @@
 
 #include <new>
 
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket::fifo {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "preload/epoll_tracking.h"
 #include "preload/real_calls.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"

@@ -34,7 +34,7 @@ void NoteFastPathInEpollSet(int epfd, int fd) {
   auto vs = LookupSocket(fd);
   if (!vs || vs->state() != VirtualSocket::State::kConnected) return;
   Transport* t = vs->ConnectedTransport(fd);
-  if (!t || t->kind() == TransportKind::kTcp) return;
+  if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) return;
   g_marked[epfd / 64].fetch_or(uint64_t{1} << (epfd % 64),
                                std::memory_order_relaxed);
   g_any_marked.store(true, std::memory_order_relaxed);

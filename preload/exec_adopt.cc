@@ -15,12 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "fifo_bridge/shm_provider.h"
 #include "fifo_bridge/shm_transport.h"
+#include "vsocket/provider_registry.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
 #include "vsocket/log.h"
 #include "vsocket/path_selection.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/virtual_socket.h"
 
 namespace vsocket::preload {
@@ -201,15 +203,25 @@ const char* AdoptListener(const std::vector<std::string>& f,
     problem = "not a listener marker";  // left alone; the listener still works
     marker = -1;
   }
+  // The marker is the shared-memory provider's attachment; the others
+  // attach afresh, as listen() would have.
+  ListenerAttachments attachments;
   if (marker >= 0) {
     marker = sys::MovePrivate(marker);
     sys::fcntl(marker, F_SETFD, FD_CLOEXEC);
-  } else {
-    marker = OpenMarkerFor(fds.front());
+    attachments.resize(Providers().size());
+    for (size_t i = 0; i < attachments.size(); ++i) {
+      if (Providers()[i] == fifo::ShmProvider()) {
+        attachments[i] = fifo::AdoptListenerMarker(marker);
+        marker = -1;
+      }
+    }
+    if (marker >= 0) sys::close(marker);  // policy: no shared memory
   }
+  AttachListeners(fds.front(), /*kernel_listening=*/true, &attachments);
   auto vs = std::make_shared<VirtualSocket>(SocketOption(fds.front(), SO_DOMAIN),
                                             Nonblocking(fds.front()));
-  vs->SetListening(marker);
+  vs->SetListening(std::move(attachments));
   NoteAdoptedSocket(vs, fds);
   return problem;
 }

@@ -10,11 +10,12 @@
 #include <cstring>
 #include <map>
 
+#include "fifo_bridge/shm_provider.h"
 #include "fifo_bridge/shm_transport.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
 #include "preload/preload_internal.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/virtual_socket.h"
 
@@ -184,7 +185,10 @@ bool ExecExport::Export(const std::shared_ptr<VirtualSocket>& vs,
   std::string entry;
   Exported exported{vs};
   if (vs->state() == VirtualSocket::State::kListening) {
-    int marker = vs->marker_fd();
+    int marker = -1;
+    for (const auto& attachment : vs->listeners()) {
+      if (marker < 0 && attachment) marker = fifo::ListenerMarkerOf(attachment.get());
+    }
     if (marker >= 0) ClearCloexec(marker);
     entry = "listen," + std::to_string(marker) + ",";
   } else if (vs->state() == VirtualSocket::State::kConnected) {

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "preload/preload_internal.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/vsocket.h"
 
 namespace sys = vsocket::sys;

@@ -11,7 +11,7 @@
 
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/vsocket.h"
 
 namespace sys = vsocket::sys;

@@ -6,7 +6,7 @@
 
 #include "preload/descriptors.h"
 #include "preload/preload_internal.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/vsocket.h"
 
 namespace sys = vsocket::sys;

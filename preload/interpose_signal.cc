@@ -23,7 +23,7 @@
 #include <atomic>
 
 #include "preload/preload_internal.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/signal_restart.h"
 
 namespace {

@@ -35,7 +35,7 @@
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "vsocket/kernel_wait.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
 

@@ -20,7 +20,7 @@
 
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/stats.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
@@ -37,8 +37,8 @@ constexpr size_t kMaxRwCount = 0x7ffff000;  // the kernel's MAX_RW_COUNT
 
 enum class Path { kPlain, kTcp, kShm };
 
-// kShm: a connected virtual socket whose data is in the rings (shared
-// memory or RDMA: the descriptor is not the data path).  kTcp: a
+// kShm: a connected virtual socket whose data is not on its descriptor
+// (shared memory, RDMA: any transport without kCapKernelStream).  kTcp: a
 // connected one on kernel TCP (the descriptor is the TCP socket).  kPlain:
 // anything else, which the kernel handles (and rejects) itself.
 Path PathOf(int fd) {
@@ -48,8 +48,8 @@ Path PathOf(int fd) {
     return Path::kPlain;
   vsocket::Transport* t = vs->ConnectedTransport(fd);
   if (!t) return Path::kPlain;
-  // RDMA's descriptor is a readiness socket too: bounce like shared memory.
-  return t->kind() == TransportKind::kTcp ? Path::kTcp : Path::kShm;
+  // Any other transport's descriptor is a readiness socket: bounce.
+  return (t->capabilities() & vsocket::kCapKernelStream) ? Path::kTcp : Path::kShm;
 }
 
 bool IsPipe(int fd) {

@@ -4,7 +4,7 @@
 // vsocket::MaybeVirtualFd() rejects goes straight to the real libc function
 // (one lock-free bit test, then the call); anything else goes through the
 // vsocket API or the bookkeeping below.  No code here calls the plain libc
-// names of interposed functions: vsocket::sys:: (vsocket/real_libc.h) and
+// names of interposed functions: vsocket::sys:: (base/real_libc.h) and
 // preload::real:: (real_calls.h) resolve the next definition instead.
 #ifndef VSOCKET_PRELOAD_PRELOAD_INTERNAL_H_
 #define VSOCKET_PRELOAD_PRELOAD_INTERNAL_H_

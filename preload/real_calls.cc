@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket::preload::real {
 #define VSP_REAL(ret, name, params, args)       \

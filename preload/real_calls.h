@@ -1,5 +1,5 @@
 // The real libc functions behind the interposed names that vsocket::sys::
-// (vsocket/real_libc.h) does not cover.  Each resolves the next definition
+// (base/real_libc.h) does not cover.  Each resolves the next definition
 // after this library with dlsym(RTLD_NEXT) on first use and caches it.
 // Thread-safe; async-signal-safe once resolved.  A symbol libc does not have
 // (an older glibc) makes the call fail with ENOSYS.

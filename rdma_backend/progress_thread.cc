@@ -14,7 +14,7 @@
 
 #include "vsocket/background_thread.h"
 #include "vsocket/log.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket::rdma {
 namespace {

@@ -17,9 +17,10 @@
 #include "rdma_backend/rdma_cm_connection.h"
 #include "rdma_backend/rdma_negotiation.h"
 #include "rdma_backend/rdma_transport.h"
+#include "rdma_backend/rdma_config.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/wait.h"
 
 namespace vsocket::rdma {
@@ -133,7 +134,7 @@ class ListenerState : public ProgressWatcher {
       return nullptr;
     }
     int64_t wait_ns = std::max<int64_t>(
-        kServerHandshakeNs, int64_t{GetConfig().rdma_probe_ms} * 1'000'000);
+        kServerHandshakeNs, int64_t{GetRdmaConfig().probe_ms} * 1'000'000);
     int64_t deadline = MonotonicNs() + wait_ns;
     while ((it = parked_.find(key)) != parked_.end() && it->second.pending) {
       int64_t left = deadline - MonotonicNs();
@@ -253,9 +254,6 @@ std::shared_ptr<ListenerState> Find(int handle) {
 }  // namespace
 
 int StartRdmaListener(int listen_fd) {
-  TransportPolicy policy = GetConfig().policy;
-  if (policy == TransportPolicy::kTcp || policy == TransportPolicy::kShm)
-    return -1;
   if (!HaveRdmaDevice()) return -1;
   struct sockaddr_storage ss;
   socklen_t len = sizeof(ss);

@@ -2,7 +2,7 @@
 
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/wait.h"
 #include <arpa/inet.h>
 #include <poll.h>

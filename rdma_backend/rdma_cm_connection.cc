@@ -1,6 +1,6 @@
 #include "rdma_backend/rdma_cm_connection.h"
 
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/wait.h"
 #include <arpa/inet.h>
 #include <fcntl.h>

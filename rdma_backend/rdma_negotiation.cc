@@ -11,8 +11,10 @@
 
 #include "rdma_backend/memory_pool.h"
 #include "rdma_backend/rdma_cm_connection.h"
+#include "rdma_backend/rdma_config.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
+#include "rdma_backend/rdma_stats.h"
 #include "vsocket/stats.h"
 #include "vsocket/wait.h"
 
@@ -47,7 +49,7 @@ bool LookupNegative(const std::string& key, FallbackReason* reason) {
 }
 
 void RememberNegative(const std::string& key, FallbackReason reason) {
-  uint32_t ttl_ms = GetConfig().rdma_negative_ttl_ms;
+  uint32_t ttl_ms = GetRdmaConfig().negative_ttl_ms;
   if (ttl_ms == 0) return;
   std::lock_guard<std::mutex> lock(g_cache_mu);
   if (g_cache == nullptr) g_cache = new std::map<std::string, NegativeAnswer>();
@@ -106,20 +108,19 @@ void WarmUpRdma() {
 }
 
 uint64_t ExpectedRegisteredBytes() {
-  uint64_t ring = GetConfig().rdma_ring_bytes;
+  uint64_t ring = GetRdmaConfig().ring_bytes;
   return fifo::RingBytes(ring) + ring;
 }
 
 bool OverMemoryLimit() {
-  uint64_t limit = GetConfig().rdma_max_registered_mb << 20;
+  uint64_t limit = GetRdmaConfig().max_registered_mb << 20;
   return StatsRdmaRegisteredBytes() + ExpectedRegisteredBytes() > limit;
 }
 
 ChannelOptions ConnectionOptions() {
-  const Config& config = GetConfig();
   ChannelOptions opt;
-  opt.ring_capacity = config.rdma_ring_bytes;
-  opt.spin_ns = config.spin_us * 1000;
+  opt.ring_capacity = GetRdmaConfig().ring_bytes;
+  opt.spin_ns = GetConfig().spin_us * 1000;
   return opt;
 }
 
@@ -133,7 +134,7 @@ FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
   if (OverMemoryLimit()) return FallbackReason::kRdmaMemoryLimit;
 
   ChannelOptions opt = ConnectionOptions();
-  opt.connect_timeout_ns = int64_t{GetConfig().rdma_probe_ms} * 1'000'000;
+  opt.connect_timeout_ns = int64_t{GetRdmaConfig().probe_ms} * 1'000'000;
   opt.hello_tcp_port = local_tcp_port;
   std::string error;
   int64_t start = MonotonicNs();

@@ -18,7 +18,9 @@
 #include "vsocket/signal_restart.h"
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
+#include "rdma_backend/rdma_provider.h"
+#include "rdma_backend/rdma_stats.h"
 #include "vsocket/stats.h"
 #include "vsocket/wait.h"
 
@@ -238,7 +240,7 @@ void RdmaTransport::MoveUserFd(int fd) {
   core_->ready.set_user_fd(fd);
 }
 
-void RdmaTransport::OnForkChild() {
+void RdmaTransport::BeforeFork() {
   // Called in the parent just before fork() (the socket layer counts
   // holders there).  Nothing to count: only the creating process can use
   // the connection, and the child recognises its copy by the fork
@@ -290,7 +292,7 @@ ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
       c.AfterAttempt(n, err, nonblocking);
     }
     if (n > 0) {
-      StatsBytesSent(TransportKind::kRdma, static_cast<uint64_t>(n));
+      StatsBytesSent(kRdmaKind, static_cast<uint64_t>(n));
       done += static_cast<uint64_t>(n);
       if (done >= total) return static_cast<ssize_t>(done);
       continue;
@@ -377,7 +379,7 @@ ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
       c.AfterAttempt(n, err, nonblocking);
     }
     if (n > 0) {
-      if (!peek) StatsBytesReceived(TransportKind::kRdma, static_cast<uint64_t>(n));
+      if (!peek) StatsBytesReceived(kRdmaKind, static_cast<uint64_t>(n));
       done += static_cast<uint64_t>(n);
       if (!waitall || done >= total) return static_cast<ssize_t>(done);
       continue;

@@ -31,6 +31,7 @@
 #include <memory>
 
 #include "rdma_backend/rdma_channel.h"
+#include "rdma_backend/rdma_provider.h"
 #include "vsocket/transport.h"
 
 namespace vsocket::rdma {
@@ -46,7 +47,10 @@ class RdmaTransport final : public Transport {
       std::unique_ptr<RdmaChannel> channel, int tcp_fd);
   ~RdmaTransport() override;
 
-  TransportKind kind() const override { return TransportKind::kRdma; }
+  TransportKind kind() const override { return kRdmaKind; }
+  uint32_t capabilities() const override {
+    return kCapZeroCopySend | kCapInPlaceRecv | kCapUserSpaceReadiness;
+  }
   FallbackReason fallback_reason() const override {
     return FallbackReason::kNone;
   }
@@ -60,7 +64,7 @@ class RdmaTransport final : public Transport {
   int user_fd() const override;
   void MoveUserFd(int fd) override;
   int tcp_fd() const override { return tcp_fd_; }
-  void OnForkChild() override;
+  void BeforeFork() override;
   void Release() override;
 
   // Registered bytes held by this connection (for stats and tests).

@@ -27,6 +27,8 @@
 
 #include "rdma_backend/rdma_transport.h"
 #include "rdma_backend/rdma_transport_core.h"
+#include "rdma_backend/rdma_provider.h"
+#include "rdma_backend/rdma_stats.h"
 #include "vsocket/stats.h"
 #include "vsocket/wait.h"
 #include "vsocket/zerocopy_region.h"
@@ -135,7 +137,7 @@ ssize_t RdmaTransport::SendRegistered(ZeroCopyRegion& region, size_t offset,
       c.AfterAttempt(n, err, nonblocking);
     }
     if (n > 0) {
-      StatsBytesSent(TransportKind::kRdma, static_cast<uint64_t>(n));
+      StatsBytesSent(kRdmaKind, static_cast<uint64_t>(n));
       done += static_cast<uint64_t>(n);
       if (done >= len) break;
       continue;
@@ -234,7 +236,7 @@ int RdmaTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
     c.inplace_len = 0;
     c.UpdateReadiness();
   }
-  if (n > 0) StatsBytesReceived(TransportKind::kRdma, n);
+  if (n > 0) StatsBytesReceived(kRdmaKind, n);
   return 0;
 }
 

@@ -4,7 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket::rdma {
 namespace {

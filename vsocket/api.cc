@@ -2,7 +2,7 @@
 // onto the VirtualSocket of its descriptor, or onto libc for descriptors that
 // are not ours.  No call here blocks except inside a transport's
 // SendMsg/RecvMsg, in the kernel's connect/accept, or in poll.
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/vsocket.h"
 
 #include <errno.h>
@@ -16,12 +16,11 @@
 #include <cstring>
 #include <string>
 
-#include "fifo_bridge/rendezvous.h"
 #include "vsocket/kernel_wait.h"
 #include "vsocket/path_selection.h"
+#include "vsocket/provider_registry.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/stats.h"
-#include "vsocket/tcp_transport.h"
 
 using vsocket::FallbackReason;
 using vsocket::LookupSocket;
@@ -124,19 +123,20 @@ int vsocket_bind(int fd, const struct sockaddr* addr, socklen_t len) {
 int vsocket_listen(int fd, int backlog) {
   auto vs = LookupSocket(fd);
   bool first = vs && vs->state() != VirtualSocket::State::kListening;
-  // The RDMA side listens before the kernel does: a client that finds the
-  // TCP port open must also find the RDMA one, or it settles for TCP.
-  // (An unbound socket gets its port from listen(): then it comes after.)
-  int rdma = first ? vsocket::StartRdmaListening(fd) : -1;
+  // A provider may listen before the kernel does (RDMA: a client that finds
+  // the TCP port open must also find the RDMA one, or it settles for TCP);
+  // the others, and those that need the port listen() assigns, after it.
+  vsocket::ListenerAttachments attachments;
+  if (first) vsocket::AttachListeners(fd, /*kernel_listening=*/false, &attachments);
   if (sys::listen(fd, backlog) != 0) {
     int saved = errno;
-    vsocket::StopRdmaListening(rdma);
+    attachments.clear();
     errno = saved;
     return -1;
   }
   if (first) {
-    if (rdma < 0) rdma = vsocket::StartRdmaListening(fd);
-    vs->SetListening(vsocket::OpenMarkerFor(fd), rdma);
+    vsocket::AttachListeners(fd, /*kernel_listening=*/true, &attachments);
+    vs->SetListening(std::move(attachments));
   }
   return 0;
 }
@@ -149,20 +149,11 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   if (tcp_fd < 0) return -1;
   bool nonblocking = (flags & SOCK_NONBLOCK) != 0;
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
-  FallbackReason reason = FallbackReason::kDisabledByConfig;
-  std::unique_ptr<Transport> transport;
-  if (vs->rdma_listener() >= 0) {
-    transport = vsocket::ClaimRdma(vs->rdma_listener(), tcp_fd, &reason);
-  }
-  if (!transport && vs->marker_fd() >= 0) {
-    vsocket::fifo::DrainListenerMarker(vs->marker_fd());
-    transport = vsocket::ClaimOffer(tcp_fd, &reason);
-  }
-  if (!transport) {
-    transport = std::make_unique<vsocket::TcpTransport>(tcp_fd, reason);
-  } else if (!(flags & SOCK_CLOEXEC)) {
+  std::unique_ptr<Transport> transport =
+      vsocket::ClaimAccepted(vs->listeners(), tcp_fd);
+  // A claimed connection's user descriptor is new and close-on-exec.
+  if (transport->user_fd() != tcp_fd && !(flags & SOCK_CLOEXEC))
     sys::fcntl(transport->user_fd(), F_SETFD, 0);
-  }
   int user_fd = transport->user_fd();
   conn->SetTransport(std::move(transport));
   RegisterSocket(user_fd, std::move(conn));
@@ -181,7 +172,7 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
       // On kernel TCP the descriptor is the TCP socket: the kernel answers
       // (0 once after a non-blocking connect completed, then EISCONN).
       Transport* t = vs->ConnectedTransport(fd);
-      if (t && t->kind() == vsocket::TransportKind::kTcp)
+      if (t && (t->capabilities() & vsocket::kCapKernelStream))
         return sys::connect(fd, addr, len);
       errno = EISCONN;
       return -1;
@@ -201,24 +192,24 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
     case VirtualSocket::State::kFresh:
       break;
   }
-  vsocket::PendingOffer offer;
+  std::unique_ptr<vsocket::PendingConnection> pending;
   FallbackReason reason = FallbackReason::kPeerNotVsocket;
   if (addr && len >= sizeof(sa_family_t) &&
       (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
-    reason = vsocket::PrepareOffer(fd, addr, len, &offer);
+    reason = vsocket::PrepareOffer(fd, addr, len, &pending);
   }
   int rc = sys::connect(fd, addr, len);
-  if (rc != 0 && errno == EINPROGRESS && offer.valid()) {
-    int outcome = WaitLocalHandshake(fd, vsocket::HandshakeWaitMs(offer));
+  if (rc != 0 && errno == EINPROGRESS && pending) {
+    int outcome = WaitLocalHandshake(fd, pending->handshake_wait_ms());
     if (outcome == 0) {
-      rc = 0;  // the local handshake finished: report immediate success
+      rc = 0;  // the handshake finished: report immediate success
     } else if (outcome > 0) {
       errno = outcome;  // refused etc.: report it now (SO_ERROR was read)
       return -1;
     } else {
       // Finishing later would change the object behind `fd` after the
       // application may have put it in an epoll set: stay on TCP instead.
-      offer = vsocket::PendingOffer();
+      pending.reset();
       reason = FallbackReason::kConnectInProgress;
       errno = EINPROGRESS;
     }
@@ -226,22 +217,12 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
   if (rc != 0) {
     if (errno == EINPROGRESS || errno == EINTR) {
       int saved = errno;
-      vs->SetConnecting(std::move(offer), reason);
+      vs->SetConnecting(std::move(pending), reason);
       errno = saved;
     }
-    return -1;  // a failed connect withdraws the offer (PendingOffer dtor)
+    return -1;  // a failed connect withdraws the offer (pending's dtor)
   }
-  std::unique_ptr<Transport> transport;
-  bool rdma_offer = offer.is_rdma();
-  if (offer.valid()) transport = vsocket::CompleteOffer(fd, std::move(offer));
-  if (!transport) {
-    if (reason == FallbackReason::kNone) {
-      reason = rdma_offer ? FallbackReason::kRdmaSetupFailed
-                          : FallbackReason::kShmSetupFailed;
-    }
-    transport = std::make_unique<vsocket::TcpTransport>(fd, reason);
-  }
-  vs->SetTransport(std::move(transport));
+  vs->SetTransport(vsocket::CompleteOffer(fd, std::move(pending), reason));
   return 0;
 }
 
@@ -341,7 +322,7 @@ int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   if (!vs) return sys::getsockopt(fd, level, name, val, len);
   Transport* t = vs->ConnectedTransport(fd);
   if (t && level == SOL_SOCKET && name == SO_ERROR &&
-      t->kind() != vsocket::TransportKind::kTcp) {
+      !(t->capabilities() & vsocket::kCapKernelStream)) {
     if (!val || !len || *len < sizeof(int)) {
       errno = EINVAL;
       return -1;

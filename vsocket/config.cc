@@ -5,13 +5,10 @@
 #include <cstring>
 #include <string>
 
-#include "fifo_bridge/ring_layout.h"
 
 namespace vsocket {
-namespace {
 
-// Parses "123", "64K", "1M", "1G" (binary units).  Returns false on junk.
-bool ParseSize(const char* text, uint64_t* out) {
+bool ParseConfigSize(const char* text, uint64_t* out) {
   char* end = nullptr;
   unsigned long long value = std::strtoull(text, &end, 10);
   if (end == text) return false;
@@ -26,22 +23,35 @@ bool ParseSize(const char* text, uint64_t* out) {
   return true;
 }
 
-void Warn(const char* name, const char* value, const char* kept) {
+void WarnConfigValue(const char* name, const char* value, const char* kept) {
   std::fprintf(stderr, "vsocket: ignoring %s=%s (%s)\n", name, value, kept);
+}
+
+namespace {
+
+bool ParseSize(const char* text, uint64_t* out) { return ParseConfigSize(text, out); }
+void Warn(const char* name, const char* value, const char* kept) {
+  WarnConfigValue(name, value, kept);
 }
 
 Config Load() {
   Config config;
   if (const char* v = std::getenv("VSOCKET_TRANSPORT")) {
-    if (!std::strcmp(v, "auto") || !*v) config.policy = TransportPolicy::kAuto;
-    else if (!std::strcmp(v, "shm")) config.policy = TransportPolicy::kShm;
-    else if (!std::strcmp(v, "tcp")) config.policy = TransportPolicy::kTcp;
-    else if (!std::strcmp(v, "rdma")) config.policy = TransportPolicy::kRdma;
-    else Warn("VSOCKET_TRANSPORT", v, "expected auto, shm, rdma or tcp; using auto");
+    if (!std::strcmp(v, "auto") || !*v) {
+      config.policy = TransportPolicy::kAuto;
+    } else if (!std::strcmp(v, "tcp")) {
+      config.policy = TransportPolicy::kTcp;
+    } else if (std::strlen(v) < 32) {
+      // A provider's name; path selection checks that it exists.
+      config.policy = TransportPolicy::kNamed;
+      config.transport = v;
+    } else {
+      Warn("VSOCKET_TRANSPORT", v, "expected auto, tcp or a transport's name; using auto");
+    }
   }
   if (const char* v = std::getenv("VSOCKET_RING_SIZE")) {
     uint64_t bytes = 0;
-    if (ParseSize(v, &bytes) && fifo::IsValidCapacity(bytes)) {
+    if (ParseSize(v, &bytes) && IsValidRingBytes(bytes)) {
       config.ring_bytes = bytes;
     } else {
       Warn("VSOCKET_RING_SIZE", v, "expected a power of two from 4K to 1G");
@@ -66,29 +76,6 @@ Config Load() {
     uint64_t ms = 0;
     if (ParseSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);
     else Warn("VSOCKET_CLAIM_TIMEOUT_MS", v, "expected 1..600000");
-  }
-  if (const char* v = std::getenv("VSOCKET_RDMA_PROBE_MS")) {
-    uint64_t ms = 0;
-    if (ParseSize(v, &ms) && ms >= 1 && ms <= 60000) config.rdma_probe_ms = static_cast<uint32_t>(ms);
-    else Warn("VSOCKET_RDMA_PROBE_MS", v, "expected 1..60000");
-  }
-  if (const char* v = std::getenv("VSOCKET_RDMA_RING_SIZE")) {
-    uint64_t bytes = 0;
-    if (ParseSize(v, &bytes) && fifo::IsValidCapacity(bytes) && bytes <= (64ull << 20)) {
-      config.rdma_ring_bytes = bytes;
-    } else {
-      Warn("VSOCKET_RDMA_RING_SIZE", v, "expected a power of two from 4K to 64M");
-    }
-  }
-  if (const char* v = std::getenv("VSOCKET_RDMA_MAX_REGISTERED_MB")) {
-    uint64_t mb = 0;
-    if (ParseSize(v, &mb) && mb >= 1 && mb <= (1u << 20)) config.rdma_max_registered_mb = mb;
-    else Warn("VSOCKET_RDMA_MAX_REGISTERED_MB", v, "expected 1..1048576");
-  }
-  if (const char* v = std::getenv("VSOCKET_RDMA_NEGATIVE_TTL_MS")) {
-    uint64_t ms = 0;
-    if (ParseSize(v, &ms) && ms <= 3600000) config.rdma_negative_ttl_ms = static_cast<uint32_t>(ms);
-    else Warn("VSOCKET_RDMA_NEGATIVE_TTL_MS", v, "expected 0..3600000");
   }
   return config;
 }

@@ -4,14 +4,17 @@
 #define VSOCKET_VSOCKET_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 
 namespace vsocket {
 
+// VSOCKET_TRANSPORT: "auto" (every registered provider, in priority
+// order), "tcp" (none), or a provider's name ("shm", "rdma": that provider
+// alone, which may then go where it otherwise would not).
 enum class TransportPolicy {
-  kAuto,  // fastest path both ends support; kernel TCP otherwise
-  kShm,   // shared memory where possible, else TCP (never RDMA)
-  kTcp,   // always kernel TCP (reason: disabled_by_config)
-  kRdma,  // RDMA where possible, even to this host (never shm), else TCP
+  kAuto,   // fastest path both ends support; kernel TCP otherwise
+  kTcp,    // always kernel TCP (reason: disabled_by_config)
+  kNamed,  // only the provider named in Config::transport, else TCP
 };
 
 enum class LogLevel { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
@@ -24,19 +27,26 @@ struct Config {
   uint32_t spin_us = 200;               // VSOCKET_SPIN_US
   LogLevel log_level = LogLevel::kWarn; // VSOCKET_LOG
   bool print_stats = false;             // VSOCKET_STATS
+  std::string transport;                // the name, for kNamed
+  // How long an offer may stay unclaimed before the client gives up and
+  // uses TCP (and a server drops a parked, unclaimed handshake).
   uint32_t claim_timeout_ms = 3000;     // VSOCKET_CLAIM_TIMEOUT_MS
-  // RDMA (rdma_backend/): how long a client waits for the peer's RDMA CM
-  // before it uses TCP, per-direction ring size, the process's limit on
-  // registered connection memory, and how long a negative probe answer is
-  // remembered per destination.
-  uint32_t rdma_probe_ms = 300;              // VSOCKET_RDMA_PROBE_MS
-  uint64_t rdma_ring_bytes = 1ull << 20;     // VSOCKET_RDMA_RING_SIZE
-  uint64_t rdma_max_registered_mb = 256;     // VSOCKET_RDMA_MAX_REGISTERED_MB
-  uint32_t rdma_negative_ttl_ms = 30000;     // VSOCKET_RDMA_NEGATIVE_TTL_MS
 };
 
 // The configuration of this process.
 const Config& GetConfig();
+
+// For providers that read VSOCKET_* variables of their own, once, in the
+// same way (rdma_backend/rdma_config.cc).
+// Parses "123", "64K", "1M", "1G" (binary units); false on junk.
+bool ParseConfigSize(const char* text, uint64_t* out);
+// One line on stderr: the variable is ignored, and what is used instead.
+void WarnConfigValue(const char* name, const char* value, const char* kept);
+// The ring-size rule every ring of every transport follows: a power of two
+// from 4 KiB to 1 GiB.
+inline constexpr bool IsValidRingBytes(uint64_t bytes) {
+  return bytes >= 4096 && bytes <= (1ull << 30) && (bytes & (bytes - 1)) == 0;
+}
 
 }  // namespace vsocket
 

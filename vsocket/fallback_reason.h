@@ -24,6 +24,7 @@ enum class FallbackReason {
   kRdmaProbeFailed,       // the peer's RDMA CM did not answer in time
   kRdmaMemoryLimit,       // VSOCKET_RDMA_MAX_REGISTERED_MB would be exceeded
   kRdmaSetupFailed,       // channel setup failed, or the pairing was lost
+  kTransportUnavailable,  // VSOCKET_TRANSPORT names no transport of this build
   kCount,
 };
 

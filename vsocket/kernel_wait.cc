@@ -1,15 +1,9 @@
 #include "vsocket/kernel_wait.h"
 
-#if VSOCKET_HAVE_RDMA
-#include "rdma_backend/rdma_transport.h"
-#endif
+#include "vsocket/provider_registry.h"
 
 namespace vsocket {
 
-void BeforeKernelWait() {
-#if VSOCKET_HAVE_RDMA
-  rdma::RdmaTransport::ArmDeferred();
-#endif
-}
+void BeforeKernelWait() { ProvidersBeforeKernelWait(); }
 
 }  // namespace vsocket

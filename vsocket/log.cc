@@ -5,7 +5,7 @@
 
 #include <cstdarg>
 #include <cstdio>
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket {
 

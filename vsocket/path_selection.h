@@ -1,89 +1,62 @@
-// Chooses the transport of a new connection (see docs/PROTOCOL.md).
-//  Client: before the SYN, PrepareOffer() decides whether the destination is
-//  a vsocket listener on this host that may share memory with us, and if so
-//  creates the offer (segment + doorbell) named by the connection key.
-//  Otherwise (peer on another host, or VSOCKET_TRANSPORT=rdma) it probes the
-//  peer's RDMA CM and, if a vsocket RDMA listener answers, holds the
-//  established channel (rdma_backend/rdma_negotiation.h).  After the kernel
-//  connect succeeds, CompleteOffer() builds the transport.
-//  Server: after the kernel accept, ClaimOffer() pairs the connection with a
-//  parked RDMA channel (rdma_backend/rdma_acceptor.h) or looks for the
-//  client's shared-memory offer and claims it.
+// Chooses the transport of a new connection by walking the registered
+// providers (vsocket/provider_registry.h) in priority order; knows none by
+// name.  See docs/PROTOCOL.md for what each provider does on the wire.
+//
+//  Client: before the SYN, PrepareOffer() asks each provider the policy
+//  allows (VSOCKET_TRANSPORT: all, one, or none) for an offer.  The walk
+//  stops at the first offer, or at the first decline that `applies` (the
+//  fabric could reach the peer but said no); a decline that does not apply
+//  (the fabric cannot reach that peer) passes to the next provider.  The
+//  reason kept is that of the stopping decline, else the first one.  After
+//  the kernel connect succeeds, CompleteOffer() builds the transport.
+//  Server: listen() attaches every allowed provider beside the kernel
+//  listener (AttachListeners); accept() asks each attachment, in the same
+//  order, to claim the connection (ClaimAccepted).
 // Every path that ends on kernel TCP carries a FallbackReason.
-// Blocking: the shm steps never wait for the peer; the RDMA probe waits at
-// most VSOCKET_RDMA_PROBE_MS, and an RDMA claim at most ~1 s for a handshake
-// the client already started.
+// Blocking: bounded by each provider (shm never waits for the peer; the
+// RDMA probe waits at most VSOCKET_RDMA_PROBE_MS).
+// Threading: any thread; calls for different sockets may run at once.
 #ifndef VSOCKET_VSOCKET_PATH_SELECTION_H_
 #define VSOCKET_VSOCKET_PATH_SELECTION_H_
 
 #include <sys/socket.h>
 
 #include <memory>
+#include <vector>
 
 #include "vsocket/fallback_reason.h"
 #include "vsocket/transport.h"
+#include "vsocket/transport_provider.h"
 
 namespace vsocket {
 
-namespace fifo {
-class ShmSegment;
-class Doorbell;
-}  // namespace fifo
-
-// An established RDMA channel waiting for its kernel TCP twin (client side);
-// defined in path_selection.cc.  Destroying it closes the channel.
-struct RdmaPending;
-
-// An unclaimed shared-memory offer or a pending RDMA channel (client side),
-// between PrepareOffer and CompleteOffer.  Destroying it withdraws the offer.
-struct PendingOffer {
-  PendingOffer();
-  PendingOffer(PendingOffer&&) noexcept;
-  PendingOffer& operator=(PendingOffer&&) noexcept;
-  ~PendingOffer();
-  bool valid() const { return segment != nullptr || rdma != nullptr; }
-  bool is_rdma() const { return rdma != nullptr; }
-
-  std::unique_ptr<fifo::ShmSegment> segment;
-  std::unique_ptr<fifo::Doorbell> doorbell;
-  std::unique_ptr<RdmaPending> rdma;
-};
-
 // REQUIRES: fd is an unconnected AF_INET/AF_INET6 stream socket.
-// May bind fd to an ephemeral port (the key needs the client port).
+// kNone with *pending set, or the reason no provider offered.  May bind fd
+// to an ephemeral port (providers name offers after the client port).
 FallbackReason PrepareOffer(int fd, const struct sockaddr* addr,
-                            socklen_t len, PendingOffer* offer);
+                            socklen_t len,
+                            std::unique_ptr<PendingConnection>* pending);
 
-// REQUIRES: the kernel connection on `fd` is established.  Moves the
-// kernel socket to a private descriptor and puts the offer's wait socket at
-// number `fd`.  Returns the transport or nullptr (then fd is unchanged and
-// the caller uses TCP).
-std::unique_ptr<Transport> CompleteOffer(int fd, PendingOffer offer);
+// REQUIRES: the kernel connection on `fd` is established.  The transport
+// (whose user descriptor is now at number `fd`), or kernel TCP on `fd`
+// with the reason the offer could not be completed.
+std::unique_ptr<Transport> CompleteOffer(
+    int fd, std::unique_ptr<PendingConnection> pending, FallbackReason reason);
 
-// Server: `accepted_fd` is a freshly accepted kernel socket.  On success
-// returns a transport that owns accepted_fd and whose user descriptor is new;
-// otherwise nullptr and *reason says why.
-std::unique_ptr<Transport> ClaimOffer(int accepted_fd, FallbackReason* reason);
+// What the providers set up beside one listening socket: one slot per
+// registered provider, in priority order (nullptr: not attached).
+using ListenerAttachments = std::vector<std::unique_ptr<ListenerAttachment>>;
 
-// Opens the listener marker for a listening socket; -1 if none was made.
-int OpenMarkerFor(int listen_fd);
+// Asks every allowed provider without an attachment in *set to attach
+// (see TransportProvider::AttachListener for `kernel_listening`).
+void AttachListeners(int listen_fd, bool kernel_listening,
+                     ListenerAttachments* set);
 
-// Starts RDMA listening beside a listening socket (same address and port);
-// returns a handle for ClaimOffer/StopRdmaListening, or -1 (no device,
-// policy, IPv6 address, built without rdma-core).
-int StartRdmaListening(int listen_fd);
-void StopRdmaListening(int handle);
-
-// Server: like ClaimOffer, for a connection accepted from a listener with an
-// RDMA handle: pairs it with its client's RDMA channel.  nullptr and
-// *reason (peer_not_vsocket when the client announced none).
-std::unique_ptr<Transport> ClaimRdma(int rdma_handle, int accepted_fd,
-                                     FallbackReason* reason);
-
-// How long a non-blocking connect may be waited for before the socket stays
-// on TCP (connect_in_progress): 5 ms for a local shm offer, the probe time
-// for an RDMA peer (whose CM just answered).
-int HandshakeWaitMs(const PendingOffer& offer);
+// Server: `accepted_fd` is a freshly accepted kernel socket.  A transport
+// that owns accepted_fd (its user descriptor is new), or kernel TCP on
+// accepted_fd with the reason.
+std::unique_ptr<Transport> ClaimAccepted(const ListenerAttachments& set,
+                                         int accepted_fd);
 
 }  // namespace vsocket
 

@@ -70,7 +70,7 @@ class SocketTable {
     table.mutex_.lock();
     std::unordered_set<VirtualSocket*> seen;
     for (auto& slot : table.slots_) {
-      if (slot && seen.insert(slot.get()).second) slot->OnForkChild();
+      if (slot && seen.insert(slot.get()).second) slot->BeforeFork();
     }
   }
   static void Parent() { Get().mutex_.unlock(); }

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
 
@@ -20,16 +20,16 @@ struct Counters {
   std::atomic<uint64_t> bytes_received{0};
 };
 
-constexpr int kKinds = static_cast<int>(TransportKind::kCount);
+constexpr int kKinds = kMaxTransportKinds;
 constexpr int kReasons = static_cast<int>(FallbackReason::kCount);
 
 Counters g_transport[kKinds];
 std::atomic<uint64_t> g_reason_count[kReasons];
 std::atomic<bool> g_reason_logged[kReasons];
-std::atomic<uint64_t> g_rdma_registered{0};
-std::atomic<uint64_t> g_rdma_registered_peak{0};
-std::atomic<uint64_t> g_rdma_per_connection_max{0};
-std::atomic<uint64_t> g_rdma_user_regions{0};
+// Sections providers add to the JSON (RegisterStatsSection).
+constexpr int kMaxSections = 8;
+std::atomic<StatsSection> g_sections[kMaxSections];
+std::atomic<int> g_section_count{0};
 
 Counters& Of(TransportKind kind) { return g_transport[static_cast<int>(kind)]; }
 
@@ -59,17 +59,10 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kRdmaProbeFailed: return "rdma_probe_failed";
     case FallbackReason::kRdmaMemoryLimit: return "rdma_memory_limit";
     case FallbackReason::kRdmaSetupFailed: return "rdma_setup_failed";
+    case FallbackReason::kTransportUnavailable: return "transport_unavailable";
     case FallbackReason::kCount: break;
   }
   return "unknown";
-}
-
-const char* TransportKindName(TransportKind kind) {
-  switch (kind) {
-    case TransportKind::kShm: return "shm";
-    case TransportKind::kRdma: return "rdma";
-    default: return "tcp";
-  }
 }
 
 void StatsConnectionOpened(TransportKind kind) {
@@ -100,28 +93,16 @@ void StatsFallback(FallbackReason reason, const char* detail) {
   }
 }
 
-void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes) {
-  uint64_t now = g_rdma_registered.fetch_add(static_cast<uint64_t>(delta),
-                                             std::memory_order_relaxed) +
-                 static_cast<uint64_t>(delta);
-  uint64_t peak = g_rdma_registered_peak.load(std::memory_order_relaxed);
-  while (now > peak && !g_rdma_registered_peak.compare_exchange_weak(
-                           peak, now, std::memory_order_relaxed)) {
+void RegisterStatsSection(StatsSection section) {
+  static std::mutex mu;  // registrations only; StatsJson reads the atomics
+  std::lock_guard<std::mutex> lock(mu);
+  for (int i = 0; i < g_section_count.load(std::memory_order_acquire); ++i) {
+    if (g_sections[i].load(std::memory_order_relaxed) == section) return;
   }
-  uint64_t max = g_rdma_per_connection_max.load(std::memory_order_relaxed);
-  while (connection_bytes > max &&
-         !g_rdma_per_connection_max.compare_exchange_weak(
-             max, connection_bytes, std::memory_order_relaxed)) {
-  }
-}
-
-void StatsRdmaUserRegion(int64_t delta) {
-  g_rdma_user_regions.fetch_add(static_cast<uint64_t>(delta),
-                                std::memory_order_relaxed);
-}
-
-uint64_t StatsRdmaRegisteredBytes() {
-  return g_rdma_registered.load(std::memory_order_relaxed);
+  int i = g_section_count.load(std::memory_order_relaxed);
+  if (i >= kMaxSections) return;
+  g_sections[i].store(section, std::memory_order_relaxed);
+  g_section_count.store(i + 1, std::memory_order_release);
 }
 
 std::string StatsJson() {
@@ -158,27 +139,8 @@ std::string StatsJson() {
     first = false;
   }
   out += "}";
-  uint64_t peak = g_rdma_registered_peak.load(std::memory_order_relaxed);
-  uint64_t user = g_rdma_user_regions.load(std::memory_order_relaxed);
-  if (peak > 0) {
-    std::snprintf(buf, sizeof(buf),
-                  ",\"rdma_registered\":{\"bytes\":%llu,\"peak_bytes\":%llu,"
-                  "\"max_per_connection_bytes\":%llu,\"limit_bytes\":%llu",
-                  static_cast<unsigned long long>(
-                      g_rdma_registered.load(std::memory_order_relaxed)),
-                  static_cast<unsigned long long>(peak),
-                  static_cast<unsigned long long>(
-                      g_rdma_per_connection_max.load(std::memory_order_relaxed)),
-                  static_cast<unsigned long long>(
-                      GetConfig().rdma_max_registered_mb << 20));
-    out += buf;
-    if (user > 0) {
-      std::snprintf(buf, sizeof(buf), ",\"user_region_bytes\":%llu",
-                    static_cast<unsigned long long>(user));
-      out += buf;
-    }
-    out += "}";
-  }
+  int sections = g_section_count.load(std::memory_order_acquire);
+  for (int i = 0; i < sections; ++i) g_sections[i].load(std::memory_order_relaxed)(&out);
   out += "}";
   return out;
 }

@@ -9,9 +9,11 @@
 //    "rdma_registered":{"bytes":0,"peak_bytes":4202496,
 //    "max_per_connection_bytes":2101248,"limit_bytes":268435456,
 //    "user_region_bytes":67108864}}
-// Transports and reasons with a zero count are left out; rdma_registered only
-// appears once an RDMA connection existed, user_region_bytes only while
-// registered application buffers are.
+// Transports and reasons with a zero count are left out.  Providers add
+// sections of their own after fallback_reasons (RegisterStatsSection):
+// rdma_registered (rdma_backend/rdma_stats.h) appears once an RDMA
+// connection existed, user_region_bytes only while registered application
+// buffers are.
 #ifndef VSOCKET_VSOCKET_STATS_H_
 #define VSOCKET_VSOCKET_STATS_H_
 
@@ -20,11 +22,10 @@
 #include <string>
 
 #include "vsocket/fallback_reason.h"
+#include "vsocket/transport_kind.h"
 
 namespace vsocket {
 
-enum class TransportKind { kTcp = 0, kShm = 1, kRdma = 2, kCount };
-const char* TransportKindName(TransportKind kind);
 
 struct TransportCounters;  // opaque
 
@@ -35,16 +36,12 @@ void StatsBytesReceived(TransportKind kind, uint64_t bytes);
 // Counts the reason and logs it once per process at info level.
 void StatsFallback(FallbackReason reason, const char* detail);
 
-// RDMA registered memory held by live connections: `delta` bytes were
-// registered (> 0) or released (< 0) by a connection that holds
-// `connection_bytes` in total.
-void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes);
-uint64_t StatsRdmaRegisteredBytes();
-// Bytes of application buffers (vsocket_register) registered on RDMA
-// devices now, once per device that used them: reported as
-// rdma_registered.user_region_bytes, not counted in "bytes" (which the
-// VSOCKET_RDMA_MAX_REGISTERED_MB limit applies to).
-void StatsRdmaUserRegion(int64_t delta);
+// A provider's own part of the JSON: appends `,"name":{...}` (or nothing
+// while it has nothing to say) to *out.  Called by StatsJson() on any
+// thread, also at exit; must not block.  Registering one twice is a no-op;
+// room for eight.
+using StatsSection = void (*)(std::string* out);
+void RegisterStatsSection(StatsSection section);
 
 std::string StatsJson();
 

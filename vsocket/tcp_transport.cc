@@ -2,7 +2,7 @@
 
 #include <errno.h>
 #include <sys/ioctl.h>
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket {
 

@@ -15,6 +15,7 @@ class TcpTransport final : public Transport {
   TcpTransport(int fd, FallbackReason reason) : fd_(fd), reason_(reason) {}
 
   TransportKind kind() const override { return TransportKind::kTcp; }
+  uint32_t capabilities() const override { return kCapKernelStream; }
   FallbackReason fallback_reason() const override { return reason_; }
   ssize_t SendMsg(const struct msghdr* msg, int flags,
                   const IoOptions& io) override;

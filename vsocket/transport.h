@@ -1,7 +1,8 @@
-// The interface every transport implements: kernel TCP, the intra-host shared
-// memory rings (fifo_bridge/), and later RDMA (rdma_backend/) and a TCP
-// offload engine (toe_backend/).  One Transport object carries one connected
-// stream socket, in the spirit of Seastar's connected_socket_impl.
+// The interface every transport implements: kernel TCP (vsocket/), and one
+// per provider (vsocket/transport_provider.h): the intra-host shared-memory
+// rings (fifo_bridge/), RDMA (rdma_backend/), and the TCP offload engine
+// slot (toe_backend/).  One Transport object carries one connected stream
+// socket, in the spirit of Seastar's connected_socket_impl.
 //
 // Contract for implementations:
 //  - Calls follow POSIX semantics for a connected SOCK_STREAM socket: they
@@ -24,10 +25,29 @@
 #include "vsocket/fallback_reason.h"
 #include "vsocket/inplace_copy.h"
 #include "vsocket/stats.h"
+#include "vsocket/transport_kind.h"
 
 namespace vsocket {
 
 class ZeroCopyRegion;  // vsocket/zerocopy_region.h
+
+// What a connection can do beyond this interface's contract; the core and
+// the interposer test these bits (Transport::capabilities()), never a kind.
+enum TransportCapability : uint32_t {
+  // The user's descriptor IS the kernel TCP socket that carries the data
+  // (kernel TCP): the kernel answers connect/SO_ERROR/sendfile itself.
+  kCapKernelStream = 1u << 0,
+  // SendRegistered() sends the registered buffer without a CPU copy.
+  kCapZeroCopySend = 1u << 1,
+  // RecvInPlace() shows the received bytes where they landed (no copy).
+  kCapInPlaceRecv = 1u << 2,
+  // Readiness changes in user space (rings, completion queues): a waiter
+  // that busy-polls before sleeping sees it sooner than the kernel would.
+  kCapUserSpaceReadiness = 1u << 3,
+  // A connection can be handed to a preloaded image across exec().
+  kCapExecHandover = 1u << 4,
+};
+
 
 // Per-call blocking behaviour, taken from the socket's flags and options.
 struct IoOptions {
@@ -40,9 +60,10 @@ class Transport {
  public:
   virtual ~Transport() = default;
 
-  // The transport currently carrying data (it may change once, from shm to
-  // tcp, while a client's offer is still unclaimed).
+  // The fabric carrying data: the stats slot of its provider.
   virtual TransportKind kind() const = 0;
+  // TransportCapability bits.
+  virtual uint32_t capabilities() const = 0;
   virtual FallbackReason fallback_reason() const = 0;
 
   virtual ssize_t SendMsg(const struct msghdr* msg, int flags,
@@ -74,9 +95,10 @@ class Transport {
   // getpeername, options).  Owned by the transport.
   virtual int tcp_fd() const = 0;
 
-  // Called in a child process after fork() for every live connection, so the
-  // transport can count the processes that hold it.
-  virtual void OnForkChild() {}
+  // Called in the parent just before fork() (pthread_atfork's prepare
+  // handler) for every live connection, so the transport can count the
+  // processes that will hold it.
+  virtual void BeforeFork() {}
   // Called in the child process right after fork(), where only the thread
   // that forked exists: per-thread bookkeeping copied from the parent goes.
   virtual void AfterForkInChild() {}

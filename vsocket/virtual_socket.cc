@@ -4,17 +4,14 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/config.h"
 #include "vsocket/stats.h"
-#include "vsocket/tcp_transport.h"
 
 namespace vsocket {
 
 VirtualSocket::~VirtualSocket() {
   if (transport_owner_) transport_owner_->Release();
-  if (marker_fd_ >= 0) sys::close(marker_fd_);
-  if (rdma_listener_ >= 0) StopRdmaListening(rdma_listener_);
 }
 
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
@@ -24,29 +21,22 @@ void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
     StatsFallback(transport->fallback_reason(), nullptr);
   transport_.store(transport.get(), std::memory_order_release);
   transport_owner_ = std::move(transport);
-  pending_offer_ = PendingOffer();
+  pending_.reset();
   state_.store(State::kConnected, std::memory_order_release);
 }
 
-void VirtualSocket::SetConnecting(PendingOffer offer, FallbackReason reason) {
+void VirtualSocket::SetConnecting(std::unique_ptr<PendingConnection> pending,
+                                  FallbackReason reason) {
   std::lock_guard<std::mutex> lock(mutex_);
-  pending_offer_ = std::move(offer);
+  pending_ = std::move(pending);
   pending_reason_ = reason;
   state_.store(State::kConnecting, std::memory_order_release);
 }
 
-void VirtualSocket::SetListening(int marker_fd, int rdma_handle) {
+void VirtualSocket::SetListening(ListenerAttachments attachments) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (marker_fd_ < 0) {
-    marker_fd_ = marker_fd;
-  } else if (marker_fd >= 0) {
-    sys::close(marker_fd);
-  }
-  if (rdma_listener_ < 0) {
-    rdma_listener_ = rdma_handle;
-  } else if (rdma_handle >= 0) {
-    StopRdmaListening(rdma_handle);
-  }
+  if (state() == State::kListening) return;  // the first call's are kept
+  listeners_ = std::move(attachments);
   state_.store(State::kListening, std::memory_order_release);
 }
 
@@ -67,19 +57,11 @@ Transport* VirtualSocket::ConnectedTransport(int fd) {
     if (State::kConnecting != state()) return transport_.load();
     if (!connected) {
       // Failed: leave SO_ERROR to the kernel; withdraw the offer.
-      pending_offer_ = PendingOffer();
+      pending_.reset();
       state_.store(State::kFresh, std::memory_order_release);
       return nullptr;
     }
-    bool rdma_offer = pending_offer_.is_rdma();
-    if (pending_offer_.valid()) made = CompleteOffer(fd, std::move(pending_offer_));
-    if (!made) {
-      FallbackReason reason = pending_reason_ != FallbackReason::kNone
-                                  ? pending_reason_
-                                  : rdma_offer ? FallbackReason::kRdmaSetupFailed
-                                               : FallbackReason::kShmSetupFailed;
-      made = std::make_unique<TcpTransport>(fd, reason);
-    }
+    made = CompleteOffer(fd, std::move(pending_), pending_reason_);
   }
   SetTransport(std::move(made));
   return transport_.load(std::memory_order_acquire);
@@ -101,8 +83,8 @@ IoOptions VirtualSocket::RecvOptions() const {
   return io;
 }
 
-void VirtualSocket::OnForkChild() {
-  if (Transport* t = transport_.load(std::memory_order_acquire)) t->OnForkChild();
+void VirtualSocket::BeforeFork() {
+  if (Transport* t = transport_.load(std::memory_order_acquire)) t->BeforeFork();
 }
 
 void VirtualSocket::AfterForkInChild() {

@@ -25,7 +25,7 @@ class VirtualSocket {
 
   VirtualSocket(int domain, bool nonblocking)
       : domain_(domain), nonblocking_(nonblocking) {}
-  ~VirtualSocket();  // releases the transport, marker and RDMA listener
+  ~VirtualSocket();  // releases the transport and the listener attachments
 
   int domain() const { return domain_; }
   State state() const { return state_.load(std::memory_order_acquire); }
@@ -37,13 +37,15 @@ class VirtualSocket {
 
   // Called by connect/accept once the path is chosen.  Takes ownership.
   void SetTransport(std::unique_ptr<Transport> transport);
-  // Non-blocking connect in flight; `offer` may be empty (plain TCP).
-  void SetConnecting(PendingOffer offer, FallbackReason reason);
-  // `rdma_handle`: from StartRdmaListening(), or -1.  Takes ownership of
-  // both (the first call's values are kept).
-  void SetListening(int marker_fd, int rdma_handle = -1);
-  int marker_fd() const { return marker_fd_; }
-  int rdma_listener() const { return rdma_listener_; }
+  // Non-blocking connect in flight; `pending` may be null (plain TCP, with
+  // `reason`).
+  void SetConnecting(std::unique_ptr<PendingConnection> pending,
+                     FallbackReason reason);
+  // Takes ownership of the attachments (path_selection.h).  Only the first
+  // call's are kept: they never change once the state is kListening, so
+  // accept() reads them without the lock.
+  void SetListening(ListenerAttachments attachments);
+  const ListenerAttachments& listeners() const { return listeners_; }
 
   IoOptions SendOptions() const;
   IoOptions RecvOptions() const;
@@ -53,7 +55,7 @@ class VirtualSocket {
   void set_recv_timeout_ns(int64_t ns) { recv_timeout_ns_.store(ns); }
 
   // For fork(): tells the transport one more process holds it.
-  void OnForkChild();
+  void BeforeFork();
   // In the child, after fork(): see Transport::AfterForkInChild.
   void AfterForkInChild();
 
@@ -63,10 +65,9 @@ class VirtualSocket {
   std::mutex mutex_;  // guards transitions of state_ and the fields below
   std::unique_ptr<Transport> transport_owner_;
   std::atomic<Transport*> transport_{nullptr};
-  PendingOffer pending_offer_;
+  std::unique_ptr<PendingConnection> pending_;
   FallbackReason pending_reason_ = FallbackReason::kNone;
-  int marker_fd_ = -1;
-  int rdma_listener_ = -1;
+  ListenerAttachments listeners_;
   std::atomic<bool> nonblocking_;
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};

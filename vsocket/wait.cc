@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <time.h>
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 namespace vsocket {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <new>
 
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/transport.h"
 #include "vsocket/vsocket.h"

@@ -1,4 +1,4 @@
-#include "vsocket/real_libc.h"
+#include "base/real_libc.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -5,8 +5,8 @@
 // sys::, which resolves the next definition after this library
 // (dlsym(RTLD_NEXT)) once, on first use.  Thread-safe; async-signal-safe once
 // resolved.
-#ifndef VSOCKET_VSOCKET_REAL_LIBC_H_
-#define VSOCKET_VSOCKET_REAL_LIBC_H_
+#ifndef VSOCKET_BASE_REAL_LIBC_H_
+#define VSOCKET_BASE_REAL_LIBC_H_
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -75,4 +75,4 @@ int MovePrivate(int fd);
 
 }  // namespace vsocket::sys
 
-#endif  // VSOCKET_VSOCKET_REAL_LIBC_H_
+#endif  // VSOCKET_BASE_REAL_LIBC_H_

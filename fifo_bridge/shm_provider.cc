@@ -1,0 +1,229 @@
+#include "fifo_bridge/shm_provider.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/rendezvous.h"
+#include "fifo_bridge/shm_segment.h"
+#include "fifo_bridge/shm_transport.h"
+#include "vsocket/config.h"
+#include "vsocket/local_port.h"
+#include "vsocket/log.h"
+#include "base/real_libc.h"
+#include "vsocket/user_descriptor.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::fifo {
+namespace {
+
+FallbackReason ReasonForSetupError(int err) {
+  return err == -EADDRINUSE ? FallbackReason::kRendezvousNameInUse
+                            : FallbackReason::kShmSetupFailed;
+}
+
+// Client: an unclaimed offer between the probe and the connect.
+class ShmPendingConnection final : public PendingConnection {
+ public:
+  ShmPendingConnection(std::unique_ptr<ShmSegment> segment,
+                       std::unique_ptr<Doorbell> doorbell)
+      : segment_(std::move(segment)), doorbell_(std::move(doorbell)) {}
+  // A withdrawn offer: the server's claim finds no segment (TCP).
+  ~ShmPendingConnection() override {
+    if (segment_) segment_->Unlink();
+  }
+
+  // A local listener accepts within microseconds unless its backlog is full.
+  int handshake_wait_ms() const override { return 5; }
+
+  std::unique_ptr<Transport> Complete(int fd, FallbackReason* reason) override {
+    *reason = FallbackReason::kShmSetupFailed;
+    int liveness_fd = DuplicateAside(fd);
+    if (liveness_fd < 0) return nullptr;
+    int64_t deadline =
+        MonotonicNs() + int64_t{GetConfig().claim_timeout_ms} * 1000000;
+    int wait_fd = doorbell_->wait_fd();
+    auto transport = ShmTransport::Create(
+        ShmTransport::Role::kClient, std::move(segment_), std::move(doorbell_),
+        liveness_fd, deadline);
+    if (!transport) {
+      sys::close(liveness_fd);
+      return nullptr;
+    }
+    if (InstallAtUserNumber(wait_fd, fd) != 0) {
+      return nullptr;  // the transport's destructor closes what it owns
+    }
+    transport->set_user_fd(fd);
+    *reason = FallbackReason::kNone;
+    return transport;
+  }
+
+ private:
+  std::unique_ptr<ShmSegment> segment_;
+  std::unique_ptr<Doorbell> doorbell_;
+};
+
+// Server: the listener marker beside one listening socket.
+class ShmListener final : public ListenerAttachment {
+ public:
+  explicit ShmListener(int marker_fd) : marker_fd_(marker_fd) {}
+  ~ShmListener() override { sys::close(marker_fd_); }
+  int marker_fd() const { return marker_fd_; }
+
+  std::unique_ptr<Transport> Claim(int accepted_fd, Decline* decline) override {
+    DrainListenerMarker(marker_fd_);
+    return ClaimOffer(accepted_fd, decline);
+  }
+
+ private:
+  static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, Decline* decline);
+  const int marker_fd_;
+};
+
+std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
+                                                   Decline* decline) {
+  struct sockaddr_storage local_ss, peer_ss;
+  socklen_t local_len = sizeof(local_ss), peer_len = sizeof(peer_ss);
+  Endpoint local, peer;
+  if (sys::getsockname(accepted_fd, reinterpret_cast<struct sockaddr*>(&local_ss),
+                       &local_len) != 0 ||
+      sys::getpeername(accepted_fd, reinterpret_cast<struct sockaddr*>(&peer_ss),
+                       &peer_len) != 0 ||
+      !EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&local_ss),
+                            local_len, &local) ||
+      !EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&peer_ss),
+                            peer_len, &peer)) {
+    *decline = {FallbackReason::kPeerNotVsocket, false};
+    return nullptr;
+  }
+  std::string key = ConnectionKey(local, peer.port);
+  std::unique_ptr<ShmSegment> segment;
+  int err = ShmSegment::OpenOffer(key, &segment);
+  if (err != 0) {
+    if (err == -ENOENT) {
+      *decline = {FallbackReason::kPeerNotVsocket, false};  // no offer here
+    } else {
+      VSOCKET_LOG(kWarn, "rejecting the offer %s: %s", key.c_str(),
+                  strerror(-err));
+      *decline = {FallbackReason::kInvalidOffer, true};
+    }
+    return nullptr;
+  }
+  auto doorbell = std::make_unique<Doorbell>();
+  err = doorbell->Open(key, 's', 'c');
+  SegmentHeader* header = segment->header();
+  if (err != 0) {
+    // Tell the client at once rather than letting its offer time out.
+    uint32_t offered = kOffered;
+    header->claim.compare_exchange_strong(offered, kRevoked);
+    *decline = {ReasonForSetupError(err), true};
+    return nullptr;
+  }
+  header->server_pid = static_cast<uint32_t>(::getpid());
+  uint32_t expected = kOffered;
+  if (!header->claim.compare_exchange_strong(expected, kClaimed,
+                                             std::memory_order_seq_cst)) {
+    *decline = {FallbackReason::kOfferRevoked, true};
+    return nullptr;
+  }
+  segment->Unlink();
+  // The liveness socket becomes private: move it out of the program's range.
+  int tcp_fd = sys::DupPrivate(accepted_fd);
+  bool moved = tcp_fd >= 0;
+  if (!moved) tcp_fd = accepted_fd;
+  auto transport = ShmTransport::Create(ShmTransport::Role::kServer,
+                                        std::move(segment), std::move(doorbell),
+                                        tcp_fd, 0);
+  if (!transport) {
+    if (moved) sys::close(tcp_fd);
+    *decline = {FallbackReason::kShmSetupFailed, true};
+    return nullptr;
+  }
+  if (moved) sys::close(accepted_fd);
+  transport->AfterClaim();
+  *decline = {FallbackReason::kNone, true};
+  return transport;
+}
+
+class ShmTransportProvider final : public TransportProvider {
+ public:
+  const char* name() const override { return "shm"; }
+  TransportKind kind() const override { return kShmKind; }
+  uint32_t capabilities() const override {
+    return kCapInPlaceRecv | kCapUserSpaceReadiness | kCapExecHandover;
+  }
+
+  Decline Offer(int fd, const struct sockaddr* addr, socklen_t len, bool,
+                std::unique_ptr<PendingConnection>* pending) override {
+    Endpoint dst;
+    if (!EndpointFromSockaddr(addr, len, &dst))
+      return {FallbackReason::kPeerNotVsocket, true};
+    if (dst.ip == "*") dst.ip = addr->sa_family == AF_INET6 ? "::1" : "127.0.0.1";
+    if (!IsLocalAddress(dst, addr->sa_family))
+      return {FallbackReason::kPeerNotLocal, false};
+    ProbeResult probe = ProbeListener(dst);
+    if (!probe.found) return {FallbackReason::kPeerNotVsocket, true};
+    if (probe.uid != ::geteuid()) return {FallbackReason::kUidMismatch, true};
+
+    uint16_t port = EnsureLocalPort(fd, addr->sa_family);
+    if (port == 0) return {FallbackReason::kShmSetupFailed, true};
+    std::string key = ConnectionKey(dst, port);
+    std::unique_ptr<ShmSegment> segment;
+    int err = ShmSegment::CreateOffer(key, GetConfig().ring_bytes, &segment);
+    if (err != 0) {
+      VSOCKET_LOG(kDebug, "offer %s: segment: %s", key.c_str(), strerror(-err));
+      return {ReasonForSetupError(err), true};
+    }
+    auto doorbell = std::make_unique<Doorbell>();
+    err = doorbell->Open(key, 'c', 's');
+    if (err != 0) {
+      VSOCKET_LOG(kDebug, "offer %s: doorbell: %s", key.c_str(), strerror(-err));
+      segment->Unlink();
+      return {ReasonForSetupError(err), true};
+    }
+    *pending = std::make_unique<ShmPendingConnection>(std::move(segment),
+                                                      std::move(doorbell));
+    return {FallbackReason::kNone, true};
+  }
+
+  std::unique_ptr<ListenerAttachment> AttachListener(
+      int listen_fd, bool kernel_listening) override {
+    // A marker before the kernel listens would send clients to a port
+    // that refuses them.
+    if (!kernel_listening) return nullptr;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    Endpoint bound;
+    if (sys::getsockname(listen_fd, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0 ||
+        !EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&ss), len, &bound)) {
+      return nullptr;
+    }
+    int fd = OpenListenerMarker(bound);
+    if (fd < 0) {
+      VSOCKET_LOG(kDebug, "no listener marker for port %u: %s", bound.port,
+                  strerror(-fd));
+      return nullptr;
+    }
+    return std::make_unique<ShmListener>(fd);
+  }
+};
+
+}  // namespace
+
+TransportProvider* ShmProvider() {
+  static ShmTransportProvider* provider = new ShmTransportProvider();
+  return provider;
+}
+
+int ListenerMarkerOf(ListenerAttachment* attachment) {
+  auto* shm = dynamic_cast<ShmListener*>(attachment);
+  return shm ? shm->marker_fd() : -1;
+}
+
+std::unique_ptr<ListenerAttachment> AdoptListenerMarker(int marker_fd) {
+  return std::make_unique<ShmListener>(marker_fd);
+}
+
+}  // namespace vsocket::fifo

@@ -1,0 +1,32 @@
+// The intra-host shared-memory transport as a provider
+// (vsocket/transport_provider.h): the client's offer (segment + doorbell
+// named by the connection key, made before the SYN), the server's listener
+// marker and its claim in accept (docs/PROTOCOL.md).
+//
+// Applies only to a peer in this host's network namespace; for it, a
+// decline (no vsocket listener, another user, setup failure) ends path
+// selection: the same host never tries another fabric.
+// Blocking: none of the steps waits for the peer.
+#ifndef VSOCKET_FIFO_BRIDGE_SHM_PROVIDER_H_
+#define VSOCKET_FIFO_BRIDGE_SHM_PROVIDER_H_
+
+#include "vsocket/transport_provider.h"
+
+namespace vsocket::fifo {
+
+inline constexpr TransportKind kShmKind = static_cast<TransportKind>(1);
+
+// The process's one shared-memory provider (static lifetime).
+TransportProvider* ShmProvider();
+
+// The listener attachment of the shared-memory provider, for the exec
+// hand-over of a listening socket (preload/exec_export.cc): its marker.
+// nullptr when `attachment` is not the shared-memory one.
+int ListenerMarkerOf(ListenerAttachment* attachment);
+// Wraps an inherited, validated listener marker (exec adoption); takes
+// ownership of `marker_fd`.
+std::unique_ptr<ListenerAttachment> AdoptListenerMarker(int marker_fd);
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_SHM_PROVIDER_H_

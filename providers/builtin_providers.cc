@@ -1,0 +1,24 @@
+// The one place that names the transports a library is built with, in
+// priority order (vsocket/provider_registry.h).  Linked into libvsocket
+// (.so/.a) and libvsocket_preload.so; the core itself includes no backend.
+//
+// Adding a transport: its folder provides a TransportProvider; add one
+// RegisterProvider line here (and its objects to providers/CMakeLists.txt).
+#include "fifo_bridge/shm_provider.h"
+#include "vsocket/provider_registry.h"
+#if VSOCKET_HAVE_RDMA
+#include "rdma_backend/rdma_provider.h"
+#endif
+
+namespace vsocket {
+
+void InstallBuiltinProviders() {
+  // Same host first: shared memory never leaves it, and for a local peer
+  // its decline ends the walk.
+  RegisterProvider(fifo::ShmProvider());
+#if VSOCKET_HAVE_RDMA
+  RegisterProvider(rdma::RdmaProvider());
+#endif
+}
+
+}  // namespace vsocket

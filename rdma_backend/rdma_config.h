@@ -1,0 +1,25 @@
+// The RDMA backend's own settings, read once from VSOCKET_RDMA_* variables
+// at first use (the core's vsocket/config.h knows no fabric).  Immutable
+// afterwards; any thread.
+#ifndef VSOCKET_RDMA_BACKEND_RDMA_CONFIG_H_
+#define VSOCKET_RDMA_BACKEND_RDMA_CONFIG_H_
+
+#include <cstdint>
+
+namespace vsocket::rdma {
+
+struct RdmaConfig {
+  // How long a client waits for the peer's RDMA CM before it uses TCP.
+  uint32_t probe_ms = 300;                // VSOCKET_RDMA_PROBE_MS
+  uint64_t ring_bytes = 1ull << 20;       // VSOCKET_RDMA_RING_SIZE (per direction)
+  // The process's limit on registered connection memory.
+  uint64_t max_registered_mb = 256;       // VSOCKET_RDMA_MAX_REGISTERED_MB
+  // How long a negative probe answer is remembered per destination.
+  uint32_t negative_ttl_ms = 30000;       // VSOCKET_RDMA_NEGATIVE_TTL_MS
+};
+
+const RdmaConfig& GetRdmaConfig();
+
+}  // namespace vsocket::rdma
+
+#endif  // VSOCKET_RDMA_BACKEND_RDMA_CONFIG_H_

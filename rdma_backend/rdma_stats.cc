@@ -1,0 +1,67 @@
+#include "rdma_backend/rdma_stats.h"
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "rdma_backend/rdma_config.h"
+#include "vsocket/stats.h"
+
+namespace vsocket::rdma {
+namespace {
+
+std::atomic<uint64_t> g_registered{0};
+std::atomic<uint64_t> g_registered_peak{0};
+std::atomic<uint64_t> g_per_connection_max{0};
+std::atomic<uint64_t> g_user_regions{0};
+
+void AppendSection(std::string* out) {
+  uint64_t peak = g_registered_peak.load(std::memory_order_relaxed);
+  if (peak == 0) return;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                ",\"rdma_registered\":{\"bytes\":%llu,\"peak_bytes\":%llu,"
+                "\"max_per_connection_bytes\":%llu,\"limit_bytes\":%llu",
+                static_cast<unsigned long long>(g_registered.load(std::memory_order_relaxed)),
+                static_cast<unsigned long long>(peak),
+                static_cast<unsigned long long>(
+                    g_per_connection_max.load(std::memory_order_relaxed)),
+                static_cast<unsigned long long>(GetRdmaConfig().max_registered_mb << 20));
+  *out += buf;
+  uint64_t user = g_user_regions.load(std::memory_order_relaxed);
+  if (user > 0) {
+    std::snprintf(buf, sizeof(buf), ",\"user_region_bytes\":%llu",
+                  static_cast<unsigned long long>(user));
+    *out += buf;
+  }
+  *out += "}";
+}
+
+void MaxInto(std::atomic<uint64_t>* slot, uint64_t value) {
+  uint64_t seen = slot->load(std::memory_order_relaxed);
+  while (value > seen &&
+         !slot->compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes) {
+  RegisterStatsSection(&AppendSection);
+  uint64_t now = g_registered.fetch_add(static_cast<uint64_t>(delta),
+                                        std::memory_order_relaxed) +
+                 static_cast<uint64_t>(delta);
+  MaxInto(&g_registered_peak, now);
+  MaxInto(&g_per_connection_max, connection_bytes);
+}
+
+uint64_t StatsRdmaRegisteredBytes() {
+  return g_registered.load(std::memory_order_relaxed);
+}
+
+void StatsRdmaUserRegion(int64_t delta) {
+  RegisterStatsSection(&AppendSection);
+  g_user_regions.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+}
+
+}  // namespace vsocket::rdma

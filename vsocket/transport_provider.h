@@ -1,0 +1,112 @@
+// A transport provider: everything one fabric does around a connection, so
+// that path selection (vsocket/path_selection.h) can walk a list of them
+// without knowing any by name.  In the spirit of Seastar's network_stack
+// (one object per stack that makes its connected_socket_impls) and of eRPC's
+// transport per fabric.
+//
+// A provider lives in its backend's folder (fifo_bridge/shm_provider.h,
+// rdma_backend/rdma_provider.h) and is registered, in priority order, by the
+// library's one assembly file (providers/builtin_providers.cc).  The core
+// owns the objects a provider returns (PendingConnection,
+// ListenerAttachment, Transport) and calls them; the provider keeps its
+// fabric's state inside them, as a ZeroCopyRegion::Attachment does.
+//
+// Threading: every method may be called from any application thread, at
+// the same time for different sockets; providers are immutable after
+// registration except for their own internal, thread-safe state.
+#ifndef VSOCKET_VSOCKET_TRANSPORT_PROVIDER_H_
+#define VSOCKET_VSOCKET_TRANSPORT_PROVIDER_H_
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "vsocket/fallback_reason.h"
+#include "vsocket/transport.h"
+#include "vsocket/transport_kind.h"
+
+namespace vsocket {
+
+// Why a provider did not take a connection.  `applies` is false when the
+// fabric cannot reach that peer at all (shared memory and a peer on another
+// host; an RDMA CM that has no IPv6): path selection then asks the next
+// provider.  When true the fabric could have, but this peer, this process or
+// a resource said no, and path selection stops there with `reason`.
+struct Decline {
+  FallbackReason reason = FallbackReason::kNone;
+  bool applies = true;
+};
+
+// Client side, between the offer (before the kernel connect) and the
+// established kernel connection.  Destroying it withdraws the offer (the
+// peer's side is told, or times out, and uses TCP).
+class PendingConnection {
+ public:
+  virtual ~PendingConnection() = default;
+
+  // How long a non-blocking connect may be waited for inside connect()
+  // before the socket stays on TCP (connect_in_progress).
+  virtual int handshake_wait_ms() const = 0;
+
+  // REQUIRES: the kernel connection on `fd` (the user's number) is
+  // established.  Builds the transport; on success `fd` names its user
+  // descriptor from now on (vsocket/user_descriptor.h) and the kernel
+  // socket moved to a private number the transport owns.  On failure
+  // returns nullptr with *reason set; `fd` is then unchanged (kernel TCP).
+  virtual std::unique_ptr<Transport> Complete(int fd,
+                                              FallbackReason* reason) = 0;
+};
+
+// Server side: what a provider set up beside one listening socket (a
+// marker, an RDMA CM listener).  Owned by the listening VirtualSocket;
+// destroying it stops offering the fabric on that listener.
+class ListenerAttachment {
+ public:
+  virtual ~ListenerAttachment() = default;
+
+  // `accepted_fd` was just accepted from the listener.  Claims the
+  // client's offer on this fabric: returns a transport that owns
+  // accepted_fd (its user descriptor is new, close-on-exec), or nullptr and
+  // a Decline (`applies` false when the client offered nothing here).
+  // Blocking: bounded by the provider (an RDMA handshake in flight).
+  virtual std::unique_ptr<Transport> Claim(int accepted_fd,
+                                           Decline* decline) = 0;
+};
+
+class TransportProvider {
+ public:
+  virtual ~TransportProvider() = default;
+
+  // As VSOCKET_TRANSPORT names it, and in VSOCKET_STATS ("shm", "rdma").
+  virtual const char* name() const = 0;
+  virtual TransportKind kind() const = 0;
+  // TransportCapability bits its connections have.
+  virtual uint32_t capabilities() const = 0;
+
+  // Client, before the kernel connect of `fd` to `peer`.  `forced`: the
+  // policy names this provider (VSOCKET_TRANSPORT), which then is the only
+  // one asked and may go where it otherwise would not (RDMA to this host).
+  // On success sets *pending and returns Decline{kNone}.  May bind `fd` to
+  // an ephemeral port.  Blocking: bounded by the provider's own limit.
+  virtual Decline Offer(int fd, const struct sockaddr* peer, socklen_t len,
+                        bool forced,
+                        std::unique_ptr<PendingConnection>* pending) = 0;
+
+  // Server, in listen(): called once with kernel_listening false just
+  // before the kernel listen() (a fabric whose clients must find it before
+  // the TCP port opens attaches then), and, if it returned nullptr, once
+  // more with true just after it.  nullptr: not offered on this listener.
+  virtual std::unique_ptr<ListenerAttachment> AttachListener(
+      int listen_fd, bool kernel_listening) = 0;
+
+  // Before an application thread may sleep in the kernel on descriptors
+  // vsocket gave out (poll/select/epoll_wait): arm whatever wake-up source
+  // the provider left disarmed while busy.  Any thread; never blocks; must
+  // cost next to nothing when there is nothing to arm.
+  virtual void BeforeKernelWait() {}
+};
+
+}  // namespace vsocket
+
+#endif  // VSOCKET_VSOCKET_TRANSPORT_PROVIDER_H_
