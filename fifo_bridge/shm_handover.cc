@@ -11,7 +11,7 @@
 //  - robust mutexes held by threads that exec kills are released by the
 //    kernel as owner-dead (SideLock recovers them);
 //  - the spinner count of the dying threads is taken out before exec
-//    (TakeLocalSpinners), and the new image arms the reader whatever the
+//    (BeforeExec), and the new image arms the reader whatever the
 //    count says, so a stale count costs wake-ups, never a lost one;
 //  - the holder count is unchanged: the process that execs still holds the
 //    connection.
@@ -22,6 +22,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <string>
+#include <vector>
 
 #include "fifo_bridge/shm_transport.h"
 #include "base/real_libc.h"
@@ -71,14 +74,52 @@ ShmTransport::InheritedFds ShmTransport::inherited_fds() const {
   return fds;
 }
 
-uint32_t ShmTransport::TakeLocalSpinners() {
-  uint32_t mine = local_spinners_.load(std::memory_order_relaxed);
-  if (mine != 0) side_->spinners.fetch_sub(mine, std::memory_order_seq_cst);
-  return mine;
+bool ShmTransport::DescribeForExec(std::vector<std::string>* fields,
+                                   std::vector<int>* keep_fds) {
+  if (!CanHandOver()) return false;
+  InheritedFds fds = inherited_fds();
+  *fields = {role_ == Role::kClient ? "c" : "s", std::to_string(fds.segment),
+             std::to_string(fds.side), std::to_string(fds.sink),
+             std::to_string(fds.tcp)};
+  *keep_fds = {fds.segment, fds.side, fds.sink, fds.tcp};
+  return true;
 }
 
-void ShmTransport::GiveBackSpinners(uint32_t count) {
+void ShmTransport::BeforeExec() {
+  uint32_t mine = local_spinners_.load(std::memory_order_relaxed);
+  if (mine != 0) side_->spinners.fetch_sub(mine, std::memory_order_seq_cst);
+  spinners_taken_for_exec_ = mine;
+}
+
+void ShmTransport::AfterFailedExec() {
+  uint32_t count = spinners_taken_for_exec_;
+  spinners_taken_for_exec_ = 0;
   if (count != 0) side_->spinners.fetch_add(count, std::memory_order_seq_cst);
+}
+
+namespace {
+
+// A descriptor number: decimal digits only, below 2^20.
+bool ParseFd(const std::string& text, int* fd) {
+  if (text.empty() || text.size() > 7) return false;
+  long value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + (c - '0');
+  }
+  if (value >= (1 << 20)) return false;
+  *fd = static_cast<int>(value);
+  return true;
+}
+
+}  // namespace
+
+bool ShmTransport::ParseExecFields(const std::vector<std::string>& f,
+                                   Role* role, InheritedFds* fds) {
+  if (f.size() != 5 || (f[0] != "c" && f[0] != "s")) return false;
+  *role = f[0] == "c" ? Role::kClient : Role::kServer;
+  return ParseFd(f[1], &fds->segment) && ParseFd(f[2], &fds->side) &&
+         ParseFd(f[3], &fds->sink) && ParseFd(f[4], &fds->tcp);
 }
 
 std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(

@@ -208,6 +208,26 @@ class ShmTransportProvider final : public TransportProvider {
     }
     return std::make_unique<ShmListener>(fd);
   }
+
+  bool ExecDescriptors(const std::vector<std::string>& fields,
+                       std::vector<int>* fds) override {
+    ShmTransport::Role role;
+    ShmTransport::InheritedFds inherited;
+    if (!ShmTransport::ParseExecFields(fields, &role, &inherited)) return false;
+    *fds = {inherited.segment, inherited.side, inherited.sink, inherited.tcp};
+    return true;
+  }
+
+  std::unique_ptr<Transport> AdoptFromExec(const std::vector<std::string>& fields,
+                                           int user_fd, const char** why) override {
+    ShmTransport::Role role;
+    ShmTransport::InheritedFds inherited;
+    if (!ShmTransport::ParseExecFields(fields, &role, &inherited)) {
+      *why = "malformed connection entry";
+      return nullptr;
+    }
+    return ShmTransport::AdoptInherited(role, user_fd, inherited, why);
+  }
 };
 
 }  // namespace

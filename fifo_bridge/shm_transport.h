@@ -96,11 +96,16 @@ class ShmTransport final : public Transport, public LivenessTarget {
   // revoked, and every private descriptor exists.
   bool CanHandOver();
   InheritedFds inherited_fds() const;
-  // Just before the exec system call: the calling process's busy-polling
-  // threads die with exec, so their count leaves SideState::spinners.
-  // Returns what was taken, for GiveBackSpinners() if exec fails.
-  uint32_t TakeLocalSpinners();
-  void GiveBackSpinners(uint32_t count);
+  // Transport's exec hooks.  Fields: <c|s>,<segment>,<side>,<sink>,<tcp>.
+  bool DescribeForExec(std::vector<std::string>* fields,
+                       std::vector<int>* keep_fds) override;
+  // The calling process's busy-polling threads die with exec, so their
+  // count leaves SideState::spinners; given back if exec fails.
+  void BeforeExec() override;
+  void AfterFailedExec() override;
+  // Parses DescribeForExec's fields (in the new image).  false: malformed.
+  static bool ParseExecFields(const std::vector<std::string>& fields,
+                              Role* role, InheritedFds* fds);
   // The parent's busy-polling threads are not this child's.
   void AfterForkInChild() override {
     local_spinners_.store(0, std::memory_order_relaxed);
@@ -179,6 +184,7 @@ class ShmTransport final : public Transport, public LivenessTarget {
   // Threads of this process inside BeginSpin/EndSpin (side_->spinners
   // counts those of every process sharing the connection).
   std::atomic<uint32_t> local_spinners_{0};
+  uint32_t spinners_taken_for_exec_ = 0;  // BeforeExec -> AfterFailedExec
   RingControl* tx_ = nullptr;
   RingControl* rx_ = nullptr;
   std::unique_ptr<RingProducer> producer_;

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "fifo_bridge/shm_provider.h"
-#include "fifo_bridge/shm_transport.h"
 #include "vsocket/provider_registry.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
@@ -28,7 +27,6 @@
 namespace vsocket::preload {
 namespace {
 
-using fifo::ShmTransport;
 
 std::vector<std::string> Split(const std::string& text, char sep) {
   std::vector<std::string> parts;
@@ -120,21 +118,20 @@ bool NamedOnce(std::vector<int>* named, const std::vector<int>& fds) {
   return true;
 }
 
-// "shm,<c|s>,<segment>,<side>,<sink>,<tcp>,<fds>"
-const char* AdoptConnection(const std::vector<std::string>& f,
+// "<transport>,<fields...>,<fds>" (exec_handover.h)
+const char* AdoptConnection(TransportProvider* provider,
+                            const std::vector<std::string>& f,
                             std::vector<int>* named) {
   std::vector<int> fds;
-  ShmTransport::InheritedFds inherited;
-  if (f.size() != 7 || (f[1] != "c" && f[1] != "s") ||
-      !ParseFd(f[2], false, &inherited.segment) ||
-      !ParseFd(f[3], false, &inherited.side) ||
-      !ParseFd(f[4], false, &inherited.sink) ||
-      !ParseFd(f[5], false, &inherited.tcp)) {
+  std::vector<int> private_fds;
+  std::vector<std::string> fields;
+  if (f.size() >= 2) fields.assign(f.begin() + 1, f.end() - 1);
+  if (f.size() < 2 || !provider->ExecDescriptors(fields, &private_fds)) {
     return "malformed connection entry";
   }
-  if (!ParseNumbers(f[6], &fds)) {
+  if (!ParseNumbers(f.back(), &fds)) {
     // Still reset what is recognisably a wait socket.
-    for (const std::string& part : Split(f[6], '+')) {
+    for (const std::string& part : Split(f.back(), '+')) {
       int fd;
       if (ParseFd(part, false, &fd)) fds.push_back(fd);
     }
@@ -142,8 +139,7 @@ const char* AdoptConnection(const std::vector<std::string>& f,
     return "bad descriptor numbers";
   }
   std::vector<int> all = fds;
-  all.insert(all.end(), {inherited.segment, inherited.side, inherited.sink,
-                         inherited.tcp});
+  all.insert(all.end(), private_fds.begin(), private_fds.end());
   std::vector<int> entry_named;
   if (!NamedOnce(&entry_named, all)) {
     GiveUp(fds);
@@ -151,8 +147,8 @@ const char* AdoptConnection(const std::vector<std::string>& f,
   }
   if (!NamedOnce(named, all)) return "a number appears in two entries";
   const char* why = nullptr;
-  auto role = f[1] == "c" ? ShmTransport::Role::kClient : ShmTransport::Role::kServer;
-  auto transport = ShmTransport::AdoptInherited(role, fds.front(), inherited, &why);
+  std::unique_ptr<Transport> transport =
+      provider->AdoptFromExec(fields, fds.front(), &why);
   if (!transport) {
     GiveUp(fds);
     return why;
@@ -244,7 +240,10 @@ void AdoptInheritedSockets() {
   std::vector<int> named;  // descriptors named by the entries so far
   for (size_t i = 1; i < entries.size(); ++i) {
     std::vector<std::string> fields = Split(entries[i], ',');
-    const char* problem = fields[0] == "shm" ? AdoptConnection(fields, &named)
+    TransportProvider* provider = fields[0] == "listen" ? nullptr
+                                  : ProviderNamed(fields[0].c_str());
+    if (provider && !(provider->capabilities() & kCapExecHandover)) provider = nullptr;
+    const char* problem = provider ? AdoptConnection(provider, fields, &named)
                           : fields[0] == "listen" ? AdoptListener(fields, &named)
                                                   : "unknown entry";
     if (problem) {

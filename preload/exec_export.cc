@@ -11,7 +11,6 @@
 #include <map>
 
 #include "fifo_bridge/shm_provider.h"
-#include "fifo_bridge/shm_transport.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
 #include "preload/preload_internal.h"
@@ -175,7 +174,7 @@ void ExecExport::Prepare(char* const* envp) {
   // Last, as close to the exec as possible: the threads of this image that
   // busy-poll a connection die with the exec.
   for (Exported& e : exported_) {
-    if (e.shm) e.spinners = e.shm->TakeLocalSpinners();
+    if (e.connection) e.connection->BeforeExec();
   }
   errno = saved;
 }
@@ -192,18 +191,18 @@ bool ExecExport::Export(const std::shared_ptr<VirtualSocket>& vs,
     if (marker >= 0) ClearCloexec(marker);
     entry = "listen," + std::to_string(marker) + ",";
   } else if (vs->state() == VirtualSocket::State::kConnected) {
-    auto* shm = dynamic_cast<fifo::ShmTransport*>(
-        vs->ConnectedTransport(inherited.front()));
-    // Kernel TCP needs nothing (the descriptor is the connection); an
-    // unclaimed offer is handed to TCP by the ordinary release.
-    if (!shm || !shm->CanHandOver()) return false;
-    fifo::ShmTransport::InheritedFds fds = shm->inherited_fds();
-    for (int fd : {fds.segment, fds.side, fds.sink, fds.tcp}) ClearCloexec(fd);
-    bool client = shm->role() == fifo::ShmTransport::Role::kClient;
-    entry = std::string("shm,") + (client ? "c" : "s") + "," +
-            std::to_string(fds.segment) + "," + std::to_string(fds.side) + "," +
-            std::to_string(fds.sink) + "," + std::to_string(fds.tcp) + ",";
-    exported.shm = shm;
+    Transport* t = vs->ConnectedTransport(inherited.front());
+    // Kernel TCP needs nothing (the descriptor is the connection); a
+    // transport that cannot be handed over (an unclaimed offer, RDMA) gets
+    // the ordinary release.
+    if (!t || !(t->capabilities() & kCapExecHandover)) return false;
+    std::vector<std::string> fields;
+    std::vector<int> keep;
+    if (!t->DescribeForExec(&fields, &keep)) return false;
+    for (int fd : keep) ClearCloexec(fd);
+    entry = std::string(TransportKindName(t->kind())) + ",";
+    for (const std::string& field : fields) entry += field + ",";
+    exported.connection = t;
   } else {
     return false;
   }
@@ -224,7 +223,7 @@ void ExecExport::ClearCloexec(int fd) {
 void ExecExport::Abort() {
   int saved = errno;
   for (Exported& e : exported_) {
-    if (e.shm) e.shm->GiveBackSpinners(e.spinners);
+    if (e.connection) e.connection->AfterFailedExec();
   }
   for (auto [fd, fd_flags] : cloexec_cleared_) sys::fcntl(fd, F_SETFD, fd_flags);
   exported_.clear();

@@ -6,11 +6,14 @@
 // environment variable added to a copy of that environment:
 //
 //   VSOCKET_INHERITED=1;<entry>;<entry>...
-//   entry: shm,<c|s>,<segment>,<side>,<sink>,<tcp>,<fd>[+<fd>...]
-//          a claimed shared-memory connection: the role, its four private
-//          descriptors (segment file, SideState memfd, doorbell sink,
-//          liveness TCP socket) and the application's numbers for it, the
-//          first of which becomes Transport::user_fd();
+//   entry: <transport>,<field>,...,<fd>[+<fd>...]
+//          a connection of a transport with kCapExecHandover: its
+//          provider's name, the fields its Transport::DescribeForExec()
+//          wrote, and the application's numbers for it, the first of which
+//          becomes Transport::user_fd().  Shared memory (fifo_bridge/):
+//          shm,<c|s>,<segment>,<side>,<sink>,<tcp>,<fds>: the role and its
+//          four private descriptors (segment file, SideState memfd,
+//          doorbell sink, liveness TCP socket);
 //          listen,<marker|-1>,<fd>[+<fd>...]
 //          a listening virtual socket and its listener marker.
 //
@@ -32,6 +35,9 @@
 // reset, as a non-preloaded image would see them; descriptors that are not
 // what the entry says are never touched.
 //
+// The listener entry is the shared-memory provider's marker (the one
+// listener attachment that survives exec); the other providers attach
+// afresh in the new image.
 // Who owns which descriptor: the application's numbers are the
 // application's, before and after.  In the old image the private ones stay
 // owned by the objects that own them anyway (ShmSegment: the segment file;
@@ -57,10 +63,8 @@
 #include <vector>
 
 namespace vsocket {
+class Transport;
 class VirtualSocket;
-namespace fifo {
-class ShmTransport;
-}
 }  // namespace vsocket
 
 namespace vsocket::preload {
@@ -84,8 +88,7 @@ class ExecExport {
  private:
   struct Exported {
     std::shared_ptr<VirtualSocket> socket;  // kept alive across the call
-    fifo::ShmTransport* shm = nullptr;      // null for a listener
-    uint32_t spinners = 0;                  // taken at Prepare's end
+    Transport* connection = nullptr;        // null for a listener
   };
   bool Export(const std::shared_ptr<VirtualSocket>& vs,
               const std::vector<int>& inherited);

@@ -27,7 +27,7 @@
 // state: every later call fails with ECONNRESET.
 //
 // Threading: thread-compatible.  One thread at a time may call into a channel
-// (callers serialise; the future Transport wrapper will hold a lock).
+// (callers serialise: RdmaTransport holds its Core::mu around every call).
 // Ownership: the channel owns its cm_id, event channel, completion channel,
 // CQ, QP and pool blocks; the process-wide MemoryPool outlives it.
 #ifndef VSOCKET_RDMA_BACKEND_RDMA_CHANNEL_H_

@@ -21,6 +21,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "vsocket/fallback_reason.h"
 #include "vsocket/inplace_copy.h"
@@ -102,6 +104,25 @@ class Transport {
   // Called in the child process right after fork(), where only the thread
   // that forked exists: per-thread bookkeeping copied from the parent goes.
   virtual void AfterForkInChild() {}
+
+  // ---- Hand-over across exec (kCapExecHandover; preload/exec_handover.h) ----
+  // Describes this connection for a new, preloaded program image: its
+  // provider's own `fields` (text without ',', ';' or '+' inside a field),
+  // and the private descriptors that must stay open across the exec (the
+  // caller clears their FD_CLOEXEC, and restores it if exec fails).  false:
+  // it cannot be handed over now; the ordinary release applies.
+  // TransportProvider::AdoptFromExec() rebuilds it in the new image.
+  virtual bool DescribeForExec(std::vector<std::string>* fields,
+                               std::vector<int>* keep_fds) {
+    (void)fields;
+    (void)keep_fds;
+    return false;
+  }
+  // Just before the exec system call, on the thread that calls it (every
+  // other thread of this image dies with the exec), and right after it if
+  // the call failed.  Only for connections DescribeForExec() accepted.
+  virtual void BeforeExec() {}
+  virtual void AfterFailedExec() {}
 
   // ---- Zero-copy calls of the explicit API (vsocket/zerocopy_api.cc) ----
   // Same blocking, timeout, EPIPE/SIGPIPE/MSG_NOSIGNAL and errno rules as

@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "vsocket/fallback_reason.h"
 #include "vsocket/transport.h"
@@ -105,6 +107,28 @@ class TransportProvider {
   // the provider left disarmed while busy.  Any thread; never blocks; must
   // cost next to nothing when there is nothing to arm.
   virtual void BeforeKernelWait() {}
+
+  // ---- Hand-over across exec (kCapExecHandover), in the new image ----
+  // The private descriptors that `fields` (from Transport::DescribeForExec)
+  // names, so that the caller can refuse a descriptor named twice.  false:
+  // the fields are malformed.
+  virtual bool ExecDescriptors(const std::vector<std::string>& fields,
+                               std::vector<int>* fds) {
+    (void)fields;
+    (void)fds;
+    return false;
+  }
+  // Rebuilds the connection whose user descriptor is `user_fd`, taking
+  // over the descriptors ExecDescriptors() named once they check out (a
+  // descriptor not of the kind described is left alone).  nullptr with
+  // *why on failure.  Runs once, on the library constructor's thread.
+  virtual std::unique_ptr<Transport> AdoptFromExec(
+      const std::vector<std::string>& fields, int user_fd, const char** why) {
+    (void)fields;
+    (void)user_fd;
+    *why = "this transport is not handed over across exec";
+    return nullptr;
+  }
 };
 
 }  // namespace vsocket
