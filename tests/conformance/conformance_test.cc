@@ -48,7 +48,27 @@ struct KnownDifference {
 };
 
 constexpr KnownDifference kKnownDifferences[] = {
-    {"(none)", "(none)", "placeholder: the table needs one row"},
+    {"WaitAllGathersSeveralWrites", "shm",
+     "recv(MSG_WAITALL) hangs in ShmTransport::WaitReadable once part of the "
+     "count arrived: the later writes never wake it (watchdog kill)"},
+    {"SignalWithRestartResumesRecv", "shm",
+     "explicit API: a recv interrupted by an SA_RESTART handler fails "
+     "-1/EINTR; only the interposer sees sigaction (vsocket/signal_restart.h)"},
+    {"ZeroLengthSendAndRecv", "shm",
+     "recv(len 0, MSG_DONTWAIT) on an empty socket returns 0; kernel "
+     "-1/EAGAIN"},
+    {"ZeroLengthRecvWaitsOnEmptySocket", "shm",
+     "recv(len 0) on an empty blocking socket returns 0 at once; the kernel "
+     "waits for data (or SO_RCVTIMEO, then returns 0)"},
+    {"OutOfBandSend", "shm",
+     "send(MSG_OOB) fails -1/EOPNOTSUPP (recv(MSG_OOB) -1/EINVAL); kernel TCP "
+     "sends the urgent byte"},
+    {"PollReadiness", "shm",
+     "at EOF vsocket_poll wakes with POLLIN alone; POLLRDHUP is raised "
+     "later (seen 200 ms on); the kernel sets both with the FIN"},
+    {"LibcPollReadiness", "shm",
+     "at EOF libc poll() wakes with POLLIN alone; POLLRDHUP is raised later "
+     "(seen 200 ms on); the kernel sets both with the FIN"},
 };
 
 const KnownDifference* FindKnownDifference(const char* test,
