@@ -69,6 +69,28 @@ constexpr KnownDifference kKnownDifferences[] = {
     {"LibcPollReadiness", "shm",
      "at EOF libc poll() often (about half the runs) wakes with POLLIN "
      "alone, POLLRDHUP follows later; the kernel sets both with the FIN"},
+    // rdma: seen in the Soft-RoCE guest (tests/rdma_vm/run-in-guest.sh).
+    {"SignalWithRestartResumesRecv", "rdma",
+     "explicit API: a recv interrupted by an SA_RESTART handler fails "
+     "-1/EINTR; only the interposer sees sigaction (vsocket/signal_restart.h)"},
+    {"ZeroLengthSendAndRecv", "rdma",
+     "recv(len 0, MSG_DONTWAIT) on an empty socket returns 0; kernel "
+     "-1/EAGAIN"},
+    {"ZeroLengthRecvWaitsOnEmptySocket", "rdma",
+     "recv(len 0) on an empty blocking socket returns 0 at once; the kernel "
+     "waits for data (or SO_RCVTIMEO, then returns 0)"},
+    {"OutOfBandSend", "rdma",
+     "send(MSG_OOB) returns 1 like the kernel, but the peer never sees "
+     "POLLPRI (no urgent data arrives)"},
+    {"RecvmsgOutputFields", "rdma",
+     "recvmsg leaves msg_namelen as passed in (128); the kernel sets 0 for "
+     "a connected TCP socket"},
+    {"PollReadiness", "rdma",
+     "at EOF vsocket_poll sometimes wakes with POLLIN alone, POLLRDHUP "
+     "later; the kernel sets both with the FIN"},
+    {"LibcPollReadiness", "rdma",
+     "at EOF libc poll() sometimes wakes with POLLIN alone, POLLRDHUP "
+     "later; the kernel sets both with the FIN"},
 };
 
 const KnownDifference* FindKnownDifference(const char* test,
