@@ -1,0 +1,15 @@
+#include "transports.h"
+
+namespace conformance {
+
+std::vector<Transport> HostTransports() {
+  return {{"kernel", &KernelApi(), nullptr},
+          {"tcp", &VsocketApi(), "tcp"},
+          {"shm", &VsocketApi(), "shm"}};
+}
+
+std::vector<Transport> RdmaTransports() {
+  return {{"kernel", &KernelApi(), nullptr}, {"rdma", &VsocketApi(), "rdma"}};
+}
+
+}  // namespace conformance

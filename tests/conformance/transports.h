@@ -1,0 +1,33 @@
+// The conformance suite's parameters: which API both ends use and which
+// VSOCKET_TRANSPORT policy their processes run with.
+#ifndef VSOCKET_TESTS_CONFORMANCE_TRANSPORTS_H_
+#define VSOCKET_TESTS_CONFORMANCE_TRANSPORTS_H_
+
+#include <ostream>
+#include <vector>
+
+#include "socket_api.h"
+
+namespace conformance {
+
+struct Transport {
+  const char* name;        // gtest parameter name: kernel, tcp, shm, rdma
+  const SocketApi* api;
+  // VSOCKET_TRANSPORT in both ends' processes, and what
+  // vsocket_transport_name() must then say on both ends; nullptr for the
+  // kernel reference (plain libc, no vsocket).
+  const char* policy;
+};
+
+// kernel, tcp, shm: the host suite.
+std::vector<Transport> HostTransports();
+// kernel, rdma: the suite inside the Soft-RoCE guest.
+std::vector<Transport> RdmaTransports();
+
+inline std::ostream& operator<<(std::ostream& os, const Transport& t) {
+  return os << t.name;
+}
+
+}  // namespace conformance
+
+#endif  // VSOCKET_TESTS_CONFORMANCE_TRANSPORTS_H_
