@@ -2,9 +2,10 @@
 // the explicit API's vsocket_recv_inplace): the application reads the
 // receive ring itself.  Waiting is RecvMsg's own (a one-byte MSG_PEEK, so
 // spinning, timeouts, EINTR, end of stream, resets and the move to TCP
-// behave exactly as for recv); the view is then taken under the ring's
-// receive lock, and the release consumes under it as a recv would (the
-// peer's writer block lifted, our wake-ups drained).
+// behave exactly as for recv; after the move the successor serves views);
+// the view is then taken under the ring's receive lock, and the release
+// consumes under it as a recv would (the peer's writer block lifted, our
+// wake-ups drained).
 #include <errno.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -18,7 +19,7 @@ namespace vsocket::fifo {
 
 ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
                                   const IoOptions& io) {
-  if (revoked()) return Transport::RecvInPlace(data, max, flags, io);
+  if (Transport* next = MovedTo()) return next->RecvInPlace(data, max, flags, io);
   if (max == 0) return 0;
   {
     std::lock_guard<std::mutex> lock(inplace_mu_);
@@ -37,7 +38,7 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     r = RecvMsg(&msg, MSG_PEEK | (flags & MSG_DONTWAIT), io);
-    if (r <= 0 || revoked()) break;
+    if (r <= 0 || MovedTo()) break;
     SideLock lock(&side_->recv_lock);
     const uint8_t* view = nullptr;
     int64_t n = consumer_->Contiguous(&view);
@@ -65,7 +66,7 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
     std::lock_guard<std::mutex> lock(inplace_mu_);
     inplace_out_ = false;
   }
-  if (r > 0) return Transport::RecvInPlace(data, max, flags, io);  // now TCP
+  if (r > 0) return MovedTo()->RecvInPlace(data, max, flags, io);  // now TCP
   UpdateHangup();
   errno = saved;
   return r;
@@ -73,7 +74,10 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
 
 int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
   std::lock_guard<std::mutex> lock(inplace_mu_);
-  if (!inplace_out_) return Transport::ReleaseInPlace(n, io);  // TCP, or none
+  if (!inplace_out_) {
+    if (Transport* next = MovedTo()) return next->ReleaseInPlace(n, io);
+    return Transport::ReleaseInPlace(n, io);  // no view: EINVAL
+  }
   if (inplace_len_ == 0 || n > inplace_len_) {
     errno = EINVAL;  // still waiting (another thread's call), or too many
     return -1;
