@@ -32,6 +32,7 @@
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/side_state.h"
 #include "fifo_bridge/spsc_ring.h"
+#include "vsocket/inplace_view.h"
 #include "vsocket/stream_io.h"
 #include "vsocket/transport.h"
 
@@ -214,9 +215,8 @@ class ShmTransport final : public Transport,
   std::mutex retire_mu_;  // serialises RetireHere
   // The in-place view (shm_zerocopy.cc), one per connection in this
   // process.
-  std::mutex inplace_mu_;     // guards the two fields below
-  bool inplace_out_ = false;  // a ring view is outstanding, or being made
-  size_t inplace_len_ = 0;    // its length; 0 while still waiting for data
+  std::mutex inplace_mu_;      // guards inplace_view_
+  InPlaceView inplace_view_;   // a view of the receive ring
 };
 
 }  // namespace vsocket::fifo

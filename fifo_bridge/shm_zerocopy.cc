@@ -23,12 +23,10 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
   if (max == 0) return 0;
   {
     std::lock_guard<std::mutex> lock(inplace_mu_);
-    if (inplace_out_) {
+    if (!inplace_view_.TryBegin()) {  // ours while we wait: a second caller gets EBUSY
       errno = EBUSY;
       return -1;
     }
-    inplace_out_ = true;  // ours while we wait: a second caller gets EBUSY
-    inplace_len_ = 0;
   }
   ssize_t r;
   for (;;) {
@@ -54,7 +52,7 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
     if (n > 0) {
       size_t len = std::min<size_t>(static_cast<size_t>(n), max);
       std::lock_guard<std::mutex> state(inplace_mu_);
-      inplace_len_ = len;
+      inplace_view_.Show(len);
       *data = view;
       return static_cast<ssize_t>(len);
     }
@@ -64,7 +62,7 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
   int saved = errno;
   {
     std::lock_guard<std::mutex> lock(inplace_mu_);
-    inplace_out_ = false;
+    inplace_view_.End();
   }
   if (r > 0) return MovedTo()->RecvInPlace(data, max, flags, io);  // now TCP
   UpdateHangup();
@@ -74,11 +72,11 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
 
 int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
   std::lock_guard<std::mutex> lock(inplace_mu_);
-  if (!inplace_out_) {
+  if (!inplace_view_.taken()) {
     if (Transport* next = MovedTo()) return next->ReleaseInPlace(n, io);
     return Transport::ReleaseInPlace(n, io);  // no view: EINVAL
   }
-  if (inplace_len_ == 0 || n > inplace_len_) {
+  if (!inplace_view_.CanRelease(n)) {
     errno = EINVAL;  // still waiting (another thread's call), or too many
     return -1;
   }
@@ -89,8 +87,7 @@ int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
     LiftPeerWriterBlock();
     AfterConsume(false);
   }
-  inplace_out_ = false;
-  inplace_len_ = 0;
+  inplace_view_.End();
   return 0;
 }
 
