@@ -9,15 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <climits>
-#include <vector>
 
 #include "base/real_libc.h"
 #include "vsocket/descriptor_swap.h"
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
 #include "vsocket/signal_restart.h"
+#include "vsocket/tcp_transport.h"
 #include "vsocket/wait.h"
 
 namespace vsocket::fifo {
@@ -25,32 +24,11 @@ namespace vsocket::fifo {
 namespace sys = ::vsocket::sys;
 namespace {
 
-// Returned by the Try* helpers when the connection moved to TCP under them.
-constexpr ssize_t kMovedToTcp = -EREMCHG;
-
-void RaiseSigpipe(int flags) {
-  if (!(flags & MSG_NOSIGNAL)) ::raise(SIGPIPE);
-}
-
-// Ends a busy-poll phase on every return path.
-class SpinScope {
- public:
-  SpinScope() = default;
-  ~SpinScope() { Stop(); }
-  void Start(std::function<void()> end) {
-    end_ = std::move(end);
-  }
-  void Stop() {
-    if (end_) {
-      auto end = std::move(end_);
-      end_ = nullptr;
-      end();
-    }
-  }
-  bool active() const { return static_cast<bool>(end_); }
-
- private:
-  std::function<void()> end_;
+// StreamCall::transport_state of a receive: its busy-poll phase.
+enum SpinPhase : uint32_t {
+  kNoSpin = 0,     // not busy-polling (non-blocking, no budget, or closed)
+  kSpinOpen = 1,   // BeginSpin done, budget not spent yet
+  kSpinSpent = 2,  // BeginSpin done, budget spent by a wait that succeeded
 };
 
 }  // namespace
@@ -106,13 +84,8 @@ ShmTransport::~ShmTransport() {
   if (side_) DestroySideState(side_, side_fd_);
 }
 
-TransportKind ShmTransport::kind() const {
-  return revoked() ? TransportKind::kTcp : kShmKind;
-}
-
 uint32_t ShmTransport::capabilities() const {
-  // After a revoke the user's number names the kernel TCP socket.
-  return revoked() ? kCapKernelStream : ShmProvider()->capabilities();
+  return ShmProvider()->capabilities();
 }
 
 bool ShmTransport::revoked() const {
@@ -339,6 +312,49 @@ void ShmTransport::CheckLiveness() {
   UpdateHangup();
 }
 
+void ShmTransport::RetireHere(FallbackReason reason) {
+  std::lock_guard<std::mutex> lock(retire_mu_);
+  if (successor()) return;
+  // The user's descriptor number now names the TCP socket (the interposer
+  // moves its epoll registrations along: vsocket/descriptor_swap.h).
+  struct Swap {
+    int tcp_fd;
+    int user;
+  } swap = {tcp_fd_, doorbell_->wait_fd()};
+  ReplaceUserDescriptor(
+      swap.user,
+      [](void* arg) {
+        auto* s = static_cast<Swap*>(arg);
+        int fd_flags = sys::fcntl(s->user, F_GETFD);
+        if (sys::dup3(s->tcp_fd, s->user,
+                      (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+          VSOCKET_LOG(kError, "dup3 during fallback failed: errno %d", errno);
+        }
+      },
+      &swap);
+  doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
+  // The TCP socket stays ours (tcp_fd_, closed by Release); the successor
+  // names it by the user's number, which the socket layer owns.
+  Retire(std::make_unique<TcpTransport>(swap.user, reason));
+}
+
+Transport* ShmTransport::MovedTo() {
+  if (Transport* next = successor()) return next;
+  if (!revoked()) return nullptr;
+  // Another process holding the connection (fork) revoked it.
+  FallbackReason reason = reason_.load(std::memory_order_acquire);
+  RetireHere(reason != FallbackReason::kNone ? reason : FallbackReason::kOfferRevoked);
+  return successor();
+}
+
+void ShmTransport::MoveUserFd(int fd) {
+  if (Transport* next = MovedTo()) {
+    next->MoveUserFd(fd);
+    return;
+  }
+  set_user_fd(fd);
+}
+
 bool ShmTransport::OnLivenessEvent() {
   CheckLiveness();
   return !revoked() && !(side_->local_flags.load(std::memory_order_acquire) &
@@ -381,24 +397,7 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
     break;
   }
   if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
-  // The user's descriptor number now names the TCP socket (the interposer
-  // moves its epoll registrations along: vsocket/descriptor_swap.h).
-  struct Swap {
-    int tcp_fd;
-    int user;
-  } swap = {tcp_fd_, doorbell_->wait_fd()};
-  ReplaceUserDescriptor(
-      swap.user,
-      [](void* arg) {
-        auto* s = static_cast<Swap*>(arg);
-        int fd_flags = sys::fcntl(s->user, F_GETFD);
-        if (sys::dup3(s->tcp_fd, s->user,
-                      (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
-          VSOCKET_LOG(kError, "dup3 during fallback failed: errno %d", errno);
-        }
-      },
-      &swap);
-  doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
+  RetireHere(reason);
   // The sink stays open until Release(): it is registered with the watcher,
   // and this may run on the watcher thread itself.
   segment_->Unlink();
@@ -423,14 +422,35 @@ ssize_t ShmTransport::ResetOutcome(bool sending) {
   return sending ? -EPIPE : 0;
 }
 
-ssize_t ShmTransport::TrySend(const struct iovec* iov, int iovcnt,
-                              size_t skip) {
+ssize_t ShmTransport::SendMsg(const struct msghdr* msg, int flags,
+                              const IoOptions& io) {
+  return StreamSendMsg(*this, msg, flags, io);
+}
+
+ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
+                              const IoOptions& io) {
+  return StreamRecvMsg(*this, msg, flags, io);
+}
+
+void ShmTransport::BeginCall(StreamCall& call) {
+  if (!call.sending && !call.nonblocking && call.spin_ns > 0) {
+    BeginSpin();
+    call.transport_state = kSpinOpen;
+  }
+}
+
+void ShmTransport::EndCall(StreamCall& call) {
+  if (call.transport_state != kNoSpin) EndSpin();
+}
+
+ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
+                              int iovcnt, size_t skip) {
   if (!claimed_.load(std::memory_order_relaxed) &&
       MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
-    return kMovedToTcp;
+    return kStreamMoved;
   }
   SideLock lock(&side_->send_lock);
-  if (revoked()) return kMovedToTcp;
+  if (revoked()) return kStreamMoved;
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
   if (local & kLocalReset) return ResetOutcome(/*sending=*/true);
   if (local & kLocalShutWrite) return -EPIPE;
@@ -443,13 +463,16 @@ ssize_t ShmTransport::TrySend(const struct iovec* iov, int iovcnt,
     // kernel answers our next data with an RST, so that one send succeeds
     // (the bytes are dropped: nobody will read them) and later ones fail
     // with EPIPE.  (redis-benchmark, told "DENIED" and closed on, waited
-    // forever when its first write failed.)
+    // forever when its first write failed.)  A zero-length send sends
+    // nothing, so draws no RST.
+    if (iovcnt == 0) return (local & kLocalSentToClosedPeer) ? -EPIPE : 0;
     uint32_t before = side_->local_flags.fetch_or(kLocalSentToClosedPeer,
                                                   std::memory_order_acq_rel);
     if (before & kLocalSentToClosedPeer) return -EPIPE;
     return static_cast<ssize_t>(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
   }
   if (local & kLocalPeerGone) return -EPIPE;
+  if (iovcnt == 0) return 0;  // a zero-length send: nothing to report
   int64_t n = producer_->Write(iov, iovcnt, skip);
   if (n == kCorrupt) {
     ResetConnection("peer published an impossible consumer index");
@@ -466,14 +489,23 @@ ssize_t ShmTransport::TrySend(const struct iovec* iov, int iovcnt,
   return n > 0 ? n : -EAGAIN;
 }
 
-ssize_t ShmTransport::TryRecv(const struct iovec* iov, int iovcnt, size_t skip,
-                              bool peek, bool returning_to_user) {
+ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
+                              int iovcnt, size_t skip, bool peek) {
+  // An -EAGAIN of the call's first attempt goes back to the application
+  // only in a non-blocking call.
+  ssize_t r = ReadOnce(iov, iovcnt, skip, peek, call.nonblocking && skip == 0);
+  if (r <= 0 && r != -EAGAIN && r != kStreamMoved) UpdateHangup();
+  return r;
+}
+
+ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
+                               bool peek, bool returning_to_user) {
   if (!claimed_.load(std::memory_order_relaxed) &&
       MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
-    return kMovedToTcp;
+    return kStreamMoved;
   }
   SideLock lock(&side_->recv_lock);
-  if (revoked()) return kMovedToTcp;
+  if (revoked()) return kStreamMoved;
   for (int attempt = 0; attempt < 2; ++attempt) {
     uint32_t local = side_->local_flags.load(std::memory_order_acquire);
     if (local & kLocalReset) return ResetOutcome(/*sending=*/false);
@@ -508,7 +540,29 @@ ssize_t ShmTransport::TryRecv(const struct iovec* iov, int iovcnt, size_t skip,
   return -EAGAIN;
 }
 
-int ShmTransport::WaitReadable(int64_t deadline_ns, uint32_t) {
+int ShmTransport::WaitReadable(StreamCall& call, int64_t deadline_ns) {
+  if (call.transport_state == kSpinOpen) {
+    // The call's first wait: spend the busy-poll budget.
+    call.transport_state = kSpinSpent;
+    bool ready = SpinUntil(
+        [this] {
+          return consumer_->Available() != 0 ||
+                 (rx_->flags.load(std::memory_order_relaxed) &
+                  (kProducerClosed | kReset));
+        },
+        [this] {
+          return revoked() ||
+                 (side_->local_flags.load(std::memory_order_relaxed) &
+                  kLocalPeerGone);
+        },
+        call.spin_ns);
+    if (ready) return 0;
+  }
+  if (call.transport_state != kNoSpin) {
+    // Sleeping: be armed, so the peer's next publication wakes us.
+    EndSpin();
+    call.transport_state = kNoSpin;
+  }
   SignalRestartWindow signals;
   for (;;) {
     if (revoked()) return 0;
@@ -549,9 +603,9 @@ int ShmTransport::WaitReadable(int64_t deadline_ns, uint32_t) {
   }
 }
 
-int ShmTransport::WaitWritable(int64_t deadline_ns, uint32_t spin_ns) {
+int ShmTransport::WaitWritable(StreamCall& call, int64_t deadline_ns) {
   if (SpinUntil([this] { return producer_->FreeSpace() != 0; },
-                [this] { return revoked(); }, spin_ns)) {
+                [this] { return revoked(); }, call.spin_ns)) {
     return 0;
   }
   SignalRestartWindow signals;
@@ -592,159 +646,8 @@ int ShmTransport::WaitWritable(int64_t deadline_ns, uint32_t spin_ns) {
   }
 }
 
-ssize_t ShmTransport::TcpSend(const struct msghdr* msg, int flags) {
-  ssize_t n = sys::sendmsg(tcp_fd_, msg, flags);
-  if (n > 0) StatsBytesSent(TransportKind::kTcp, static_cast<uint64_t>(n));
-  return n;
-}
-
-ssize_t ShmTransport::TcpRecv(struct msghdr* msg, int flags) {
-  ssize_t n = sys::recvmsg(tcp_fd_, msg, flags);
-  if (n > 0 && !(flags & MSG_PEEK))
-    StatsBytesReceived(TransportKind::kTcp, static_cast<uint64_t>(n));
-  return n;
-}
-
-ssize_t ShmTransport::SendMsg(const struct msghdr* msg, int flags,
-                              const IoOptions& io) {
-  if (revoked()) return TcpSend(msg, flags);
-  if (flags & MSG_OOB) {
-    errno = EOPNOTSUPP;
-    return -1;
-  }
-  size_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
-  int iovcnt = static_cast<int>(msg->msg_iovlen);
-  bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
-  int64_t deadline = -1;
-  bool deadline_set = false;
-  size_t sent = 0;
-  for (;;) {
-    ssize_t r = total == 0 ? 0 : TrySend(msg->msg_iov, iovcnt, sent);
-    if (r == kMovedToTcp) {
-      std::vector<struct iovec> rest = IovSuffix(msg->msg_iov, iovcnt, sent);
-      struct msghdr tail_msg = {};
-      tail_msg.msg_iov = rest.data();
-      tail_msg.msg_iovlen = rest.size();
-      ssize_t n = TcpSend(&tail_msg, flags);
-      if (n < 0) return sent > 0 ? static_cast<ssize_t>(sent) : -1;
-      return static_cast<ssize_t>(sent) + n;
-    }
-    if (r > 0) {
-      sent += static_cast<size_t>(r);
-      if (sent >= total) return static_cast<ssize_t>(sent);
-      continue;
-    }
-    if (total == 0) return 0;
-    if (r == -EAGAIN) {
-      if (nonblocking) break;
-      if (!deadline_set) {
-        deadline = DeadlineAfter(io.timeout_ns);
-        deadline_set = true;
-      }
-      int w = WaitWritable(deadline, io.spin_ns);
-      if (w == 0) continue;
-      if (sent > 0) return static_cast<ssize_t>(sent);
-      errno = -w;
-      return -1;
-    }
-    if (sent > 0) return static_cast<ssize_t>(sent);
-    if (r == -EPIPE) RaiseSigpipe(flags);
-    errno = static_cast<int>(-r);
-    return -1;
-  }
-  if (sent > 0) return static_cast<ssize_t>(sent);
-  errno = EAGAIN;
-  return -1;
-}
-
-ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
-                              const IoOptions& io) {
-  if (revoked()) return TcpRecv(msg, flags);
-  if (flags & MSG_OOB) {
-    errno = EINVAL;
-    return -1;
-  }
-  msg->msg_flags = 0;
-  if (msg->msg_name) msg->msg_namelen = 0;
-  msg->msg_controllen = 0;
-  size_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
-  if (total == 0) return 0;
-  int iovcnt = static_cast<int>(msg->msg_iovlen);
-  bool peek = flags & MSG_PEEK;
-  bool wait_all = (flags & MSG_WAITALL) && !peek;
-  bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
-  int64_t deadline = -1;
-  bool deadline_set = false;
-  bool spun = false;
-  SpinScope spin;
-  // Busy-poll from the start, so that a peer replying within the spin budget
-  // sees us as "not armed" and sends no wake-up.
-  if (!nonblocking && io.spin_ns > 0) {
-    BeginSpin();
-    spin.Start([this] { EndSpin(); });
-  }
-  size_t got = 0;
-  for (;;) {
-    ssize_t r = TryRecv(msg->msg_iov, iovcnt, got, peek,
-                        nonblocking && got == 0);
-    if (r == kMovedToTcp) {
-      spin.Stop();
-      if (got > 0) return static_cast<ssize_t>(got);
-      return TcpRecv(msg, flags);
-    }
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-      if (!wait_all || got >= total) return static_cast<ssize_t>(got);
-      continue;
-    }
-    if (r == 0) {
-      UpdateHangup();
-      return static_cast<ssize_t>(got);
-    }
-    if (r != -EAGAIN) {
-      UpdateHangup();
-      if (got > 0) return static_cast<ssize_t>(got);
-      errno = static_cast<int>(-r);
-      return -1;
-    }
-    if (got > 0 && !wait_all) return static_cast<ssize_t>(got);
-    if (nonblocking) {
-      if (got > 0) return static_cast<ssize_t>(got);
-      errno = EAGAIN;
-      return -1;
-    }
-    if (spin.active() && !spun) {
-      spun = true;
-      bool ready = SpinUntil(
-          [this] {
-            return consumer_->Available() != 0 ||
-                   (rx_->flags.load(std::memory_order_relaxed) &
-                    (kProducerClosed | kReset));
-          },
-          [this] {
-            return revoked() ||
-                   (side_->local_flags.load(std::memory_order_relaxed) &
-                    kLocalPeerGone);
-          },
-          io.spin_ns);
-      if (ready) continue;
-      spin.Stop();
-    }
-    if (!deadline_set) {
-      deadline = DeadlineAfter(io.timeout_ns);
-      deadline_set = true;
-    }
-    int w = WaitReadable(deadline, io.spin_ns);
-    if (w < 0) {
-      if (got > 0) return static_cast<ssize_t>(got);
-      errno = -w;
-      return -1;
-    }
-  }
-}
-
 int ShmTransport::Shutdown(int how) {
-  if (revoked()) return sys::shutdown(tcp_fd_, how);
+  if (Transport* next = MovedTo()) return next->Shutdown(how);
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
     errno = EINVAL;
     return -1;
@@ -768,10 +671,7 @@ int ShmTransport::Shutdown(int how) {
 }
 
 int ShmTransport::ReadableBytes() {
-  if (revoked()) {
-    int n = 0;
-    return sys::ioctl(tcp_fd_, FIONREAD, &n) == 0 ? n : -1;
-  }
+  if (Transport* next = MovedTo()) return next->ReadableBytes();
   int64_t n = consumer_->Available();
   if (n < 0) return 0;
   return static_cast<int>(std::min<int64_t>(n, INT_MAX));
@@ -797,12 +697,7 @@ bool ShmTransport::DropStaleWakeup() {
 }
 
 int ShmTransport::TakeError() {
-  if (revoked()) {
-    int err = 0;
-    socklen_t len = sizeof(err);
-    sys::getsockopt(tcp_fd_, SOL_SOCKET, SO_ERROR, &err, &len);
-    return err;
-  }
+  if (Transport* next = MovedTo()) return next->TakeError();
   return side_->pending_error.exchange(0, std::memory_order_relaxed);
 }
 

@@ -15,7 +15,11 @@
 // Client side only: until the server claims the offer, data waits in the
 // ring.  If the claim does not come within VSOCKET_CLAIM_TIMEOUT_MS, or bytes
 // arrive on TCP (the listener was a plain program after all), the client
-// revokes the offer, replays the ring into TCP, and continues on TCP.
+// revokes the offer, replays the ring into TCP, puts the TCP socket at the
+// user's descriptor number, and retires: successor() is then a TcpTransport
+// on that number, which the socket layer takes over (transport.h).  A
+// retired ShmTransport carries no data itself: its data calls hand the rest
+// to the successor (kStreamMoved), its other calls forward to it.
 #ifndef VSOCKET_FIFO_BRIDGE_SHM_TRANSPORT_H_
 #define VSOCKET_FIFO_BRIDGE_SHM_TRANSPORT_H_
 
@@ -24,15 +28,20 @@
 #include <mutex>
 
 #include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/shm_provider.h"
 #include "fifo_bridge/liveness_watcher.h"
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/side_state.h"
 #include "fifo_bridge/spsc_ring.h"
+#include "vsocket/inplace_view.h"
+#include "vsocket/stream_io.h"
 #include "vsocket/transport.h"
 
 namespace vsocket::fifo {
 
-class ShmTransport final : public Transport, public LivenessTarget {
+class ShmTransport final : public Transport,
+                           public LivenessTarget,
+                           private StreamSteps {
  public:
   enum class Role { kClient, kServer };
 
@@ -50,12 +59,10 @@ class ShmTransport final : public Transport, public LivenessTarget {
   int user_fd() const override { return doorbell_->wait_fd(); }
   void set_user_fd(int fd) { doorbell_->set_wait_fd(fd); }
   // After a revoke the user's number names the TCP socket and the doorbell
-  // has none (wait_fd() == -1): nothing to move then.
-  void MoveUserFd(int fd) override {
-    if (!revoked()) set_user_fd(fd);
-  }
+  // has none (wait_fd() == -1): the successor moves then.
+  void MoveUserFd(int fd) override;
 
-  TransportKind kind() const override;
+  TransportKind kind() const override { return kShmKind; }
   uint32_t capabilities() const override;
   FallbackReason fallback_reason() const override {
     return reason_.load(std::memory_order_acquire);
@@ -71,7 +78,7 @@ class ShmTransport final : public Transport, public LivenessTarget {
   // In-place receive straight from the receive ring, which the peer wrote
   // (shm_zerocopy.cc): no copy.  The view is the ring's shared memory; the
   // peer cannot reuse it before the release returns its space.  After a
-  // move to TCP, the copying default.  Sends of registered buffers keep
+  // move to TCP, the successor's.  Sends of registered buffers keep
   // the default (one copy into the ring, as every shm send).
   ssize_t RecvInPlace(const void** data, size_t max, int flags,
                       const IoOptions& io) override;
@@ -140,20 +147,41 @@ class ShmTransport final : public Transport, public LivenessTarget {
       std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
       int tcp_fd, int64_t claim_deadline_ns, bool claimed);
 
+  // The offer was revoked (by this process or another holder of the
+  // connection): the connection runs on TCP now.
   bool revoked() const;
   // Client: revoke the offer if it is unclaimed and `force` or past its
   // deadline.  Returns true when the connection is now on TCP.
   bool MaybeRevoke(bool force, FallbackReason reason);
+  // This process's half of a revoke: the TCP socket goes to the user's
+  // descriptor number (epoll registrations follow: descriptor_swap.h) and
+  // a TcpTransport on that number becomes successor().  Idempotent; any
+  // thread.  REQUIRES: the offer is revoked, or both side locks are held
+  // by a revoke in progress.  Lock order: side locks, then retire_mu_.
+  void RetireHere(FallbackReason reason);
   bool IsClaimed();
 
-  // One attempt without blocking; return bytes, 0 (EOF, recv only) or -errno.
-  ssize_t TrySend(const struct iovec* iov, int iovcnt, size_t skip);
-  ssize_t TryRecv(const struct iovec* iov, int iovcnt, size_t skip, bool peek,
-                  bool returning_to_user);
-  // Wait helpers: return 0 when it is worth retrying, or -errno
-  // (-EAGAIN on timeout, -EINTR on a signal).
-  int WaitReadable(int64_t deadline_ns, uint32_t spin_ns);
-  int WaitWritable(int64_t deadline_ns, uint32_t spin_ns);
+  // ---- StreamSteps (vsocket/stream_io.h): SendMsg/RecvMsg ----
+  // BeginCall opens a blocking receive's busy-poll phase before its first
+  // attempt (so a peer replying within the budget sees us as not armed and
+  // sends no wake-up); the first wait spends the budget, a later one or
+  // EndCall closes the phase.
+  void BeginCall(StreamCall& call) override;
+  void EndCall(StreamCall& call) override;
+  ssize_t TrySend(StreamCall& call, const struct iovec* iov, int iovcnt,
+                  size_t skip) override;
+  ssize_t TryRecv(StreamCall& call, const struct iovec* iov, int iovcnt,
+                  size_t skip, bool peek) override;
+  int WaitWritable(StreamCall& call, int64_t deadline_ns) override;
+  int WaitReadable(StreamCall& call, int64_t deadline_ns) override;
+  // successor(), after making this process's half of a revoke another
+  // holder made; nullptr while the connection runs on shared memory.
+  Transport* MovedTo() override;
+
+  // TryRecv's attempt under the receive lock; `returning_to_user`: an
+  // -EAGAIN goes back to the application (drain our wake-ups then).
+  ssize_t ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
+                   bool peek, bool returning_to_user);
   // Looks at the liveness connection; updates local flags.  Never blocks.
   void CheckLiveness();
 
@@ -172,9 +200,6 @@ class ShmTransport final : public Transport, public LivenessTarget {
   // -ECONNRESET the first time a reset is reported, then -EPIPE for sends
   // and 0 (EOF) for receives.
   ssize_t ResetOutcome(bool sending);
-
-  ssize_t TcpSend(const struct msghdr* msg, int flags);
-  ssize_t TcpRecv(struct msghdr* msg, int flags);
 
   Role role_ = Role::kClient;
   std::unique_ptr<ShmSegment> segment_;
@@ -195,11 +220,11 @@ class ShmTransport final : public Transport, public LivenessTarget {
   std::atomic<bool> claimed_{false};
   bool watched_ = false;  // registered with the liveness watcher
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};
+  std::mutex retire_mu_;  // serialises RetireHere
   // The in-place view (shm_zerocopy.cc), one per connection in this
   // process.
-  std::mutex inplace_mu_;     // guards the two fields below
-  bool inplace_out_ = false;  // a ring view is outstanding, or being made
-  size_t inplace_len_ = 0;    // its length; 0 while still waiting for data
+  std::mutex inplace_mu_;      // guards inplace_view_
+  InPlaceView inplace_view_;   // a view of the receive ring
 };
 
 }  // namespace vsocket::fifo

@@ -2,9 +2,10 @@
 // the explicit API's vsocket_recv_inplace): the application reads the
 // receive ring itself.  Waiting is RecvMsg's own (a one-byte MSG_PEEK, so
 // spinning, timeouts, EINTR, end of stream, resets and the move to TCP
-// behave exactly as for recv); the view is then taken under the ring's
-// receive lock, and the release consumes under it as a recv would (the
-// peer's writer block lifted, our wake-ups drained).
+// behave exactly as for recv; after the move the successor serves views);
+// the view is then taken under the ring's receive lock, and the release
+// consumes under it as a recv would (the peer's writer block lifted, our
+// wake-ups drained).
 #include <errno.h>
 #include "fifo_bridge/shm_provider.h"
 #include <sys/socket.h>
@@ -19,16 +20,14 @@ namespace vsocket::fifo {
 
 ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
                                   const IoOptions& io) {
-  if (revoked()) return Transport::RecvInPlace(data, max, flags, io);
+  if (Transport* next = MovedTo()) return next->RecvInPlace(data, max, flags, io);
   if (max == 0) return 0;
   {
     std::lock_guard<std::mutex> lock(inplace_mu_);
-    if (inplace_out_) {
+    if (!inplace_view_.TryBegin()) {  // ours while we wait: a second caller gets EBUSY
       errno = EBUSY;
       return -1;
     }
-    inplace_out_ = true;  // ours while we wait: a second caller gets EBUSY
-    inplace_len_ = 0;
   }
   ssize_t r;
   for (;;) {
@@ -38,7 +37,7 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     r = RecvMsg(&msg, MSG_PEEK | (flags & MSG_DONTWAIT), io);
-    if (r <= 0 || revoked()) break;
+    if (r <= 0 || MovedTo()) break;
     SideLock lock(&side_->recv_lock);
     const uint8_t* view = nullptr;
     int64_t n = consumer_->Contiguous(&view);
@@ -54,7 +53,7 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
     if (n > 0) {
       size_t len = std::min<size_t>(static_cast<size_t>(n), max);
       std::lock_guard<std::mutex> state(inplace_mu_);
-      inplace_len_ = len;
+      inplace_view_.Show(len);
       *data = view;
       return static_cast<ssize_t>(len);
     }
@@ -64,9 +63,9 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
   int saved = errno;
   {
     std::lock_guard<std::mutex> lock(inplace_mu_);
-    inplace_out_ = false;
+    inplace_view_.End();
   }
-  if (r > 0) return Transport::RecvInPlace(data, max, flags, io);  // now TCP
+  if (r > 0) return MovedTo()->RecvInPlace(data, max, flags, io);  // now TCP
   UpdateHangup();
   errno = saved;
   return r;
@@ -74,8 +73,11 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
 
 int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
   std::lock_guard<std::mutex> lock(inplace_mu_);
-  if (!inplace_out_) return Transport::ReleaseInPlace(n, io);  // TCP, or none
-  if (inplace_len_ == 0 || n > inplace_len_) {
+  if (!inplace_view_.taken()) {
+    if (Transport* next = MovedTo()) return next->ReleaseInPlace(n, io);
+    return Transport::ReleaseInPlace(n, io);  // no view: EINVAL
+  }
+  if (!inplace_view_.CanRelease(n)) {
     errno = EINVAL;  // still waiting (another thread's call), or too many
     return -1;
   }
@@ -86,8 +88,7 @@ int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
     LiftPeerWriterBlock();
     AfterConsume(false);
   }
-  inplace_out_ = false;
-  inplace_len_ = 0;
+  inplace_view_.End();
   return 0;
 }
 

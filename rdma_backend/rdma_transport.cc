@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -247,73 +246,97 @@ void RdmaTransport::BeforeFork() {
   // generation (Core::Inherited()).
 }
 
+bool RdmaTransport::Usable() const { return core_ && !core_->Inherited(); }
+
 ssize_t RdmaTransport::SendMsg(const struct msghdr* msg, int flags,
                                const IoOptions& io) {
-  if (!core_ || core_->Inherited()) {
+  if (!Usable()) {
     errno = ECONNRESET;
     return -1;
   }
+  return StreamSendMsg(*this, msg, flags, io);
+}
+
+ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
+                               const IoOptions& io) {
+  if (!Usable()) {
+    errno = ECONNRESET;
+    return -1;
+  }
+  return StreamRecvMsg(*this, msg, flags, io);
+}
+
+void RdmaTransport::EndCall(StreamCall& call) {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  if (core_->channel) core_->LeaveCall(call.spin_ns);
+}
+
+ssize_t RdmaTransport::TrySend(StreamCall& call, const struct iovec* iov,
+                               int iovcnt, size_t skip) {
   Core& c = *core_;
-  CallScope scope(c, io.spin_ns);
-  uint64_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
-  bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
-  int64_t deadline = nonblocking ? 0 : DeadlineAfter(io.timeout_ns);
-  const WaitOptions now{0, 0};
-  uint64_t done = 0;
-  for (;;) {
-    ssize_t n;
-    int err = 0;
-    {
-      std::lock_guard<std::mutex> lock(c.mu);
+  ssize_t n;
+  int err = 0;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (iovcnt == 0) {
+      // As TCP: a zero-byte send still reports a broken connection.
+      n = 0;
+      if (c.channel->error() != 0) {
+        n = -1;
+        err = c.channel->error();
+      } else if (c.channel->write_shut() || c.channel->peer_closed()) {
+        n = -1;
+        err = EPIPE;
+      }
+    } else {
       // The caller's array as is on the first pass (no allocation per
       // message); a copy without the bytes already sent after that.
       std::vector<struct iovec> rest;
-      const struct iovec* iov = msg->msg_iov;
-      int iovcnt = static_cast<int>(msg->msg_iovlen);
-      if (done > 0) {
-        rest = IovSuffix(msg->msg_iov, msg->msg_iovlen, done);
+      if (skip > 0) {
+        rest = IovSuffix(iov, static_cast<size_t>(iovcnt), skip);
         iov = rest.data();
         iovcnt = static_cast<int>(rest.size());
       }
-      if (total == 0) {
-        // As TCP: a zero-byte send still reports a broken connection.
-        n = 0;
-        if (c.channel->error() != 0) {
-          n = -1;
-          err = c.channel->error();
-        } else if (c.channel->write_shut() || c.channel->peer_closed()) {
-          n = -1;
-          err = EPIPE;
-        }
-      } else {
-        n = c.channel->Send(iov, iovcnt, now);
-        if (n < 0) err = errno;
-      }
-      c.AfterAttempt(n, err, nonblocking);
+      n = c.channel->Send(iov, iovcnt, WaitOptions{0, 0});
+      if (n < 0) err = errno;
     }
-    if (n > 0) {
-      StatsBytesSent(kRdmaKind, static_cast<uint64_t>(n));
-      done += static_cast<uint64_t>(n);
-      if (done >= total) return static_cast<ssize_t>(done);
-      continue;
-    }
-    if (n == 0) return static_cast<ssize_t>(done);
-    if (err != EAGAIN) {
-      if (done > 0) return static_cast<ssize_t>(done);
-      if (err == EPIPE && !(flags & MSG_NOSIGNAL)) ::raise(SIGPIPE);
-      errno = err;
-      return -1;
-    }
-    if (nonblocking) {
-      if (done > 0) return static_cast<ssize_t>(done);
-      errno = EAGAIN;
-      return -1;
-    }
-    if (WaitWritable(io.spin_ns, deadline) != 0) {
-      if (done > 0) return static_cast<ssize_t>(done);
-      return -1;  // EAGAIN (timeout) or EINTR
-    }
+    c.AfterAttempt(n, err, call.nonblocking);
   }
+  if (n > 0) StatsBytesSent(kRdmaKind, static_cast<uint64_t>(n));
+  return n < 0 ? -err : n;
+}
+
+ssize_t RdmaTransport::TryRecv(StreamCall& call, const struct iovec* iov,
+                               int iovcnt, size_t skip, bool peek) {
+  Core& c = *core_;
+  ssize_t n;
+  int err = 0;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.shut_rd) {
+      n = 0;
+    } else {
+      std::vector<struct iovec> rest;
+      if (skip > 0) {  // MSG_WAITALL's later passes only
+        rest = IovSuffix(iov, static_cast<size_t>(iovcnt), skip);
+        iov = rest.data();
+        iovcnt = static_cast<int>(rest.size());
+      }
+      n = c.channel->TryRecv(iov, iovcnt, peek);
+      if (n < 0) err = errno;
+    }
+    c.AfterAttempt(n, err, call.nonblocking);
+  }
+  if (n > 0 && !peek) StatsBytesReceived(kRdmaKind, static_cast<uint64_t>(n));
+  return n < 0 ? -err : n;
+}
+
+int RdmaTransport::WaitWritable(StreamCall& call, int64_t deadline_ns) {
+  return WaitWritable(call.spin_ns, deadline_ns) == 0 ? 0 : -errno;
+}
+
+int RdmaTransport::WaitReadable(StreamCall& call, int64_t deadline_ns) {
+  return WaitReadable(call.spin_ns, deadline_ns) == 0 ? 0 : -errno;
 }
 
 int RdmaTransport::WaitWritable(uint32_t spin_ns, int64_t deadline_ns) {
@@ -338,68 +361,6 @@ int RdmaTransport::WaitReadable(uint32_t spin_ns, int64_t deadline_ns) {
       },
       spin_ns);
   return ready ? 0 : SleepUntil(POLLIN, deadline_ns);
-}
-
-ssize_t RdmaTransport::RecvMsg(struct msghdr* msg, int flags,
-                               const IoOptions& io) {
-  if (!core_ || core_->Inherited()) {
-    errno = ECONNRESET;
-    return -1;
-  }
-  Core& c = *core_;
-  CallScope scope(c, io.spin_ns);
-  msg->msg_flags = 0;
-  msg->msg_controllen = 0;
-  uint64_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
-  bool peek = (flags & MSG_PEEK) != 0;
-  bool waitall = (flags & MSG_WAITALL) && !peek;
-  bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
-  int64_t deadline = nonblocking ? 0 : DeadlineAfter(io.timeout_ns);
-  uint64_t done = 0;
-  if (total == 0) return 0;
-  for (;;) {
-    ssize_t n;
-    int err = 0;
-    {
-      std::lock_guard<std::mutex> lock(c.mu);
-      if (c.shut_rd) {
-        n = 0;
-      } else {
-        std::vector<struct iovec> rest;
-        const struct iovec* iov = msg->msg_iov;
-        int iovcnt = static_cast<int>(msg->msg_iovlen);
-        if (done > 0) {  // MSG_WAITALL's later passes only
-          rest = IovSuffix(msg->msg_iov, msg->msg_iovlen, done);
-          iov = rest.data();
-          iovcnt = static_cast<int>(rest.size());
-        }
-        n = c.channel->TryRecv(iov, iovcnt, peek);
-        if (n < 0) err = errno;
-      }
-      c.AfterAttempt(n, err, nonblocking);
-    }
-    if (n > 0) {
-      if (!peek) StatsBytesReceived(kRdmaKind, static_cast<uint64_t>(n));
-      done += static_cast<uint64_t>(n);
-      if (!waitall || done >= total) return static_cast<ssize_t>(done);
-      continue;
-    }
-    if (n == 0) return static_cast<ssize_t>(done);  // end of stream
-    if (err != EAGAIN) {
-      if (done > 0) return static_cast<ssize_t>(done);
-      errno = err;
-      return -1;
-    }
-    if (nonblocking) {
-      if (done > 0) return static_cast<ssize_t>(done);
-      errno = EAGAIN;
-      return -1;
-    }
-    if (WaitReadable(io.spin_ns, deadline) != 0) {
-      if (done > 0) return static_cast<ssize_t>(done);
-      return -1;  // EAGAIN (timeout) or EINTR
-    }
-  }
 }
 
 int RdmaTransport::Shutdown(int how) {

@@ -32,11 +32,12 @@
 
 #include "rdma_backend/rdma_channel.h"
 #include "rdma_backend/rdma_provider.h"
+#include "vsocket/stream_io.h"
 #include "vsocket/transport.h"
 
 namespace vsocket::rdma {
 
-class RdmaTransport final : public Transport {
+class RdmaTransport final : public Transport, private StreamSteps {
  public:
   // Wraps an established `channel` whose kernel TCP twin is `tcp_fd`.
   // Takes ownership of both on success.  On failure returns nullptr with
@@ -104,6 +105,21 @@ class RdmaTransport final : public Transport {
 
   RdmaTransport(std::shared_ptr<Core> core, int tcp_fd)
       : core_(std::move(core)), tcp_fd_(tcp_fd) {}
+
+  // False in a forked child's copy, or after Release(): calls fail then.
+  bool Usable() const;
+
+  // ---- StreamSteps (vsocket/stream_io.h): SendMsg/RecvMsg ----
+  // Each attempt is one non-blocking channel call under Core::mu, followed
+  // by Core::AfterAttempt; EndCall runs Core::LeaveCall (CallScope's job
+  // for the other calls).  The waits are WaitWritable/WaitReadable below.
+  void EndCall(StreamCall& call) override;
+  ssize_t TrySend(StreamCall& call, const struct iovec* iov, int iovcnt,
+                  size_t skip) override;
+  ssize_t TryRecv(StreamCall& call, const struct iovec* iov, int iovcnt,
+                  size_t skip, bool peek) override;
+  int WaitWritable(StreamCall& call, int64_t deadline_ns) override;
+  int WaitReadable(StreamCall& call, int64_t deadline_ns) override;
   // Sleeps until the user descriptor reports `events`, or a completion or
   // CM event arrives (then handles it), or the deadline.  0 when woken (the
   // caller re-checks), -1 with EAGAIN (deadline) or EINTR.

@@ -22,6 +22,7 @@
 #include "rdma_backend/rdma_channel.h"
 #include "rdma_backend/rdma_transport.h"
 #include "rdma_backend/readiness_socket.h"
+#include "vsocket/inplace_view.h"
 #include "vsocket/wait.h"
 
 namespace vsocket::rdma {
@@ -58,10 +59,9 @@ struct RdmaTransport::Core : public ProgressWatcher,
   uint64_t calls = 0;                    // guarded by mu
   uint64_t calls_at_check = 0;           // guarded by mu
   bool check_pending = false;            // guarded by mu; in the deferred list
-  // The explicit API's in-place view (rdma_transport_zerocopy.cc).
-  bool inplace_out = false;              // guarded by mu: outstanding or
-                                         // being made (a waiter holds it)
-  size_t inplace_len = 0;                // guarded by mu: 0 while waiting
+  // The explicit API's in-place view of the receive ring
+  // (rdma_transport_zerocopy.cc).
+  InPlaceView inplace;                   // guarded by mu
 
   // True in a forked child: the verbs objects are the parent's.
   bool Inherited() const;

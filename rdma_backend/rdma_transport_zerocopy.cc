@@ -174,12 +174,10 @@ ssize_t RdmaTransport::RecvInPlace(const void** data, size_t max, int flags,
   CallScope scope(c, io.spin_ns);
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.inplace_out) {
+    if (!c.inplace.TryBegin()) {  // ours while we wait: a second caller gets EBUSY
       errno = EBUSY;
       return -1;
     }
-    c.inplace_out = true;  // ours while we wait: a second caller gets EBUSY
-    c.inplace_len = 0;
   }
   bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
   int64_t deadline = nonblocking ? 0 : DeadlineAfter(io.timeout_ns);
@@ -197,12 +195,12 @@ ssize_t RdmaTransport::RecvInPlace(const void** data, size_t max, int flags,
       }
       c.AfterAttempt(n, err, nonblocking);
       if (n > 0) {
-        c.inplace_len = std::min<size_t>(static_cast<size_t>(n), max);
+        c.inplace.Show(std::min<size_t>(static_cast<size_t>(n), max));
         *data = view;
-        return static_cast<ssize_t>(c.inplace_len);
+        return static_cast<ssize_t>(c.inplace.length());
       }
       if (n == 0 || err != EAGAIN || nonblocking) {
-        c.inplace_out = false;
+        c.inplace.End();
         if (n == 0) return 0;  // end of stream
         errno = err;
         return -1;
@@ -211,7 +209,7 @@ ssize_t RdmaTransport::RecvInPlace(const void** data, size_t max, int flags,
     if (WaitReadable(io.spin_ns, deadline) != 0) {
       int err = errno;  // EAGAIN (timeout) or EINTR
       std::lock_guard<std::mutex> lock(c.mu);
-      c.inplace_out = false;
+      c.inplace.End();
       errno = err;
       return -1;
     }
@@ -227,13 +225,12 @@ int RdmaTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
   CallScope scope(c, io.spin_ns);
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (!c.inplace_out || c.inplace_len == 0 || n > c.inplace_len) {
+    if (!c.inplace.CanRelease(n)) {
       errno = EINVAL;  // no view, still waiting (another thread), too many
       return -1;
     }
     c.channel->Consume(n);  // credits the peer once enough was consumed
-    c.inplace_out = false;
-    c.inplace_len = 0;
+    c.inplace.End();
     c.UpdateReadiness();
   }
   if (n > 0) StatsBytesReceived(kRdmaKind, n);

@@ -14,19 +14,18 @@ ssize_t InPlaceCopy::View(Transport& t, const void** data, size_t max,
                           int flags, const IoOptions& io) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (out_) {
+    if (!view_.TryBegin()) {  // ours while we wait: a concurrent View() gets EBUSY
       errno = EBUSY;
       return -1;
     }
-    out_ = true;  // ours while we wait: a concurrent View() gets EBUSY
     if (!buf_) buf_.reset(new (std::nothrow) uint8_t[kMaxView]);
     if (!buf_) {
-      out_ = false;
+      view_.End();
       errno = ENOMEM;
       return -1;
     }
   }
-  // Only the holder of out_ touches buf_, so the wait needs no lock.
+  // Only the view's taker touches buf_, so the wait needs no lock.
   struct iovec iov = {buf_.get(), std::min(max, kMaxView)};
   struct msghdr msg = {};
   msg.msg_iov = &iov;
@@ -35,18 +34,18 @@ ssize_t InPlaceCopy::View(Transport& t, const void** data, size_t max,
   int saved = errno;
   std::lock_guard<std::mutex> lock(mu_);
   if (n <= 0) {
-    out_ = false;  // end of stream or error: no view
+    view_.End();  // end of stream or error: no view
     errno = saved;
     return n;
   }
-  view_len_ = static_cast<size_t>(n);
+  view_.Show(static_cast<size_t>(n));
   *data = buf_.get();
   return n;
 }
 
 int InPlaceCopy::Release(Transport& t, size_t n, const IoOptions& io) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!out_ || view_len_ == 0 || n > view_len_) {
+  if (!view_.CanRelease(n)) {
     errno = EINVAL;
     return -1;
   }
@@ -62,14 +61,12 @@ int InPlaceCopy::Release(Transport& t, size_t n, const IoOptions& io) {
       // The peeked bytes are gone: another receive call consumed them,
       // which the contract forbids.
       if (r == 0) errno = EINVAL;
-      out_ = false;
-      view_len_ = 0;
+      view_.End();
       return -1;
     }
     done += static_cast<size_t>(r);
   }
-  out_ = false;
-  view_len_ = 0;
+  view_.End();
   return 0;
 }
 

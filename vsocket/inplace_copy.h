@@ -20,6 +20,8 @@
 #include <memory>
 #include <mutex>
 
+#include "vsocket/inplace_view.h"
+
 namespace vsocket {
 
 class Transport;
@@ -37,8 +39,7 @@ class InPlaceCopy {
 
  private:
   std::mutex mu_;          // guards the fields below
-  bool out_ = false;       // a view is outstanding, or being made
-  size_t view_len_ = 0;    // bytes of the outstanding view; 0 while waiting
+  InPlaceView view_;
   std::unique_ptr<uint8_t[]> buf_;  // kMaxView bytes, made on first use
 };
 

@@ -20,9 +20,11 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
+#include <memory>
 
 #include "vsocket/fallback_reason.h"
 #include "vsocket/inplace_copy.h"
@@ -62,7 +64,9 @@ class Transport {
  public:
   virtual ~Transport() = default;
 
-  // The fabric carrying data: the stats slot of its provider.
+  // The fabric carrying data: the stats slot of its provider.  Fixed for
+  // the object's life (a connection that changes transport changes
+  // object: see successor()).
   virtual TransportKind kind() const = 0;
   // TransportCapability bits.
   virtual uint32_t capabilities() const = 0;
@@ -162,8 +166,40 @@ class Transport {
   // Releases every resource the transport owns except the user fd.
   virtual void Release() = 0;
 
+  // ---- Replacement (a shared-memory client falling back to TCP) ----
+  // A transport that can no longer carry its connection names, once, the
+  // one that carries it from then on; the socket layer (VirtualSocket)
+  // then takes the successor over and keeps this one, retired, alive until
+  // the connection's end, so calls that loaded the old pointer stay safe:
+  // its data calls hand their rest to the successor (stream_io.h,
+  // kStreamMoved), its other calls forward to it.
+  // Thread-safety: Retire() may run on any thread (the liveness watcher's
+  // included) and publishes with release; successor() is an acquire load
+  // (one load, null while the transport carries the connection).
+  Transport* successor() const {
+    return successor_.load(std::memory_order_acquire);
+  }
+  // The owner takes the successor over.  nullptr if there is none or it
+  // was taken.  REQUIRES: only the owner calls it, serialised (the
+  // VirtualSocket's mutex).
+  std::unique_ptr<Transport> TakeSuccessor() {
+    return successor() ? std::move(successor_owner_) : nullptr;
+  }
+
+ protected:
+  // Publishes `next` as successor().  REQUIRES: called at most once, and
+  // `next` already carries the connection (it is used at once).
+  void Retire(std::unique_ptr<Transport> next) {
+    successor_owner_ = std::move(next);
+    successor_.store(successor_owner_.get(), std::memory_order_release);
+  }
+
  private:
   InPlaceCopy inplace_copy_;  // the default RecvInPlace's buffer and view
+  std::atomic<Transport*> successor_{nullptr};
+  // Owns successor_ until TakeSuccessor().  Written once, before successor_
+  // is published; read only after successor_ was seen set.
+  std::unique_ptr<Transport> successor_owner_;
 };
 
 }  // namespace vsocket

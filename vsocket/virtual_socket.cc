@@ -10,8 +10,20 @@
 
 namespace vsocket {
 
+namespace {
+
+// Releases `t`, then a successor it made and still owns (a client's offer
+// revoked by the release itself).
+void ReleaseWithSuccessor(Transport& t) {
+  t.Release();
+  if (std::unique_ptr<Transport> next = t.TakeSuccessor()) ReleaseWithSuccessor(*next);
+}
+
+}  // namespace
+
 VirtualSocket::~VirtualSocket() {
-  if (transport_owner_) transport_owner_->Release();
+  if (transport_owner_) ReleaseWithSuccessor(*transport_owner_);
+  for (auto it = retired_.rbegin(); it != retired_.rend(); ++it) (*it)->Release();
 }
 
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
@@ -40,9 +52,25 @@ void VirtualSocket::SetListening(ListenerAttachments attachments) {
   state_.store(State::kListening, std::memory_order_release);
 }
 
+Transport* VirtualSocket::AdoptSuccessor() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Transport* current = transport_.load(std::memory_order_relaxed);
+  while (std::unique_ptr<Transport> next = current->TakeSuccessor()) {
+    current = next.get();
+    retired_.push_back(std::move(transport_owner_));
+    transport_owner_ = std::move(next);
+    transport_.store(current, std::memory_order_release);
+  }
+  return current;
+}
+
 Transport* VirtualSocket::ConnectedTransport(int fd) {
   Transport* transport = transport_.load(std::memory_order_acquire);
-  if (transport || state() != State::kConnecting) return transport;
+  if (transport) {
+    if (transport->successor() == nullptr) [[likely]] return transport;
+    return AdoptSuccessor();
+  }
+  if (state() != State::kConnecting) return nullptr;
   // A non-blocking connect was in flight: has the kernel finished it?
   struct pollfd pfd = {fd, POLLOUT, 0};
   if (sys::poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLOUT | POLLERR | POLLHUP)))
@@ -84,12 +112,18 @@ IoOptions VirtualSocket::RecvOptions() const {
 }
 
 void VirtualSocket::BeforeFork() {
-  if (Transport* t = transport_.load(std::memory_order_acquire)) t->BeforeFork();
+  // Before fork(), in the parent: every transport's count of holders
+  // (retired ones too: their Release() in the child counts down).
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& t : retired_) t->BeforeFork();
+  if (transport_owner_) transport_owner_->BeforeFork();
 }
 
 void VirtualSocket::AfterForkInChild() {
-  if (Transport* t = transport_.load(std::memory_order_acquire))
-    t->AfterForkInChild();
+  // In the child, where only this thread exists: no lock (its holder may
+  // not exist here).
+  for (auto& t : retired_) t->AfterForkInChild();
+  if (transport_owner_) transport_owner_->AfterForkInChild();
 }
 
 }  // namespace vsocket

@@ -4,8 +4,16 @@
 //
 // States: kFresh (socket/bind), kListening, kConnecting (non-blocking
 // connect in flight, an offer may be pending), kConnected (transport set).
-// The transport is set once, under `mutex`, and never replaced afterwards;
-// readers load it with acquire ordering.
+//
+// The transport is set once by connect/accept (SetTransport).  It may then
+// be replaced by its successor (Transport::successor(): a shared-memory
+// client whose offer was not claimed moves to a TcpTransport on the same
+// descriptor number), at most once per transport, under `mutex`.  Readers
+// load the pointer with acquire ordering and without a reference count:
+// every transport this socket ever had, current or retired, stays alive
+// until the VirtualSocket dies, so a loaded pointer is valid as long as
+// the caller holds the VirtualSocket.  A retired transport forwards to its
+// successor; ConnectedTransport() returns the newest.
 #ifndef VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
 #define VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
 
@@ -13,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "vsocket/path_selection.h"
 #include "vsocket/transport.h"
@@ -32,7 +41,9 @@ class VirtualSocket {
 
   // The transport, or nullptr before the connection is established.
   // For kConnecting it first checks whether the kernel finished the
-  // handshake on `fd` and, if so, completes the connection.
+  // handshake on `fd` and, if so, completes the connection.  If the
+  // transport was retired, takes its successor over and returns that.
+  // Any thread.
   Transport* ConnectedTransport(int fd);
 
   // Called by connect/accept once the path is chosen.  Takes ownership.
@@ -63,8 +74,15 @@ class VirtualSocket {
   const int domain_;
   std::atomic<State> state_{State::kFresh};
   std::mutex mutex_;  // guards transitions of state_ and the fields below
+  // Takes over the successors of the current transport (see above);
+  // returns the newest.  Slow path of ConnectedTransport.
+  Transport* AdoptSuccessor();
+
   std::unique_ptr<Transport> transport_owner_;
   std::atomic<Transport*> transport_{nullptr};
+  // Transports replaced by their successor, oldest first: kept alive (and
+  // released) until the socket dies, for callers still inside them.
+  std::vector<std::unique_ptr<Transport>> retired_;
   std::unique_ptr<PendingConnection> pending_;
   FallbackReason pending_reason_ = FallbackReason::kNone;
   ListenerAttachments listeners_;
