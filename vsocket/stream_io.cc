@@ -126,7 +126,31 @@ ssize_t StreamRecvMsg(StreamSteps& steps, struct msghdr* msg, int flags,
   if (flags & MSG_OOB) return Fail(EINVAL);
   uint64_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
   ssize_t r = 0;
-  if (total != 0) {
+  if (total == 0) {
+    // As kernel TCP: a zero-length receive consumes nothing but waits as a
+    // receive does, until data, end of stream or an error (0; an error is
+    // reported), or EAGAIN when non-blocking -- and 0 at SO_RCVTIMEO.
+    // A one-byte peek asks the transport.
+    char byte;
+    struct iovec probe = {&byte, 1};
+    StreamCall call;
+    call.nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
+    call.spin_ns = io.spin_ns;
+    steps.BeginCall(call);
+    struct msghdr peek_msg = {};
+    peek_msg.msg_iov = &probe;
+    peek_msg.msg_iovlen = 1;
+    r = RecvLoop(steps, call, &peek_msg, MSG_PEEK, 1, io);
+    steps.EndCall(call);
+    if (r == kStreamMoved) {
+      Transport* next = steps.MovedTo();
+      if (!next) return Fail(ENOTCONN);
+      return next->RecvMsg(msg, flags, io);
+    }
+    if (r == -EAGAIN && !call.nonblocking) r = 0;  // the timeout passed
+    if (r < 0) return Fail(static_cast<int>(-r));
+    r = 0;
+  } else {
     StreamCall call;
     call.nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
     call.spin_ns = io.spin_ns;

@@ -50,8 +50,8 @@ struct StreamCall {
 // failures are returned as -errno.
 class StreamSteps {
  public:
-  // Around every call that reaches the steps (not around zero-length
-  // receives or MSG_OOB rejections): BeginCall before the first attempt,
+  // Around every call that reaches the steps (not around MSG_OOB
+  // rejections; a zero-length receive is a one-byte MSG_PEEK): BeginCall before the first attempt,
   // EndCall after the last step and before errno is set, also when the
   // call then continues on MovedTo().  Must not block.
   virtual void BeginCall(StreamCall& call) { (void)call; }
@@ -101,8 +101,10 @@ class StreamSteps {
 ssize_t StreamSendMsg(StreamSteps& steps, const struct msghdr* msg, int flags,
                       const IoOptions& io);
 
-// recvmsg(2) over `steps`: returns the bytes received, 0 at end of stream
-// (or for a zero-length buffer), or -1 with errno.  Honours MSG_PEEK,
+// recvmsg(2) over `steps`: returns the bytes received, 0 at end of stream,
+// or -1 with errno.  A zero-length buffer waits as kernel TCP does (until
+// data, end of stream or an error, consuming nothing; EAGAIN when
+// non-blocking; 0 at the receive timeout).  Honours MSG_PEEK,
 // MSG_WAITALL (short only at end of stream, or on an error, timeout or
 // signal after some data), MSG_DONTWAIT.  MSG_OOB: -1 with EINVAL (no
 // urgent data is ever pending).  On success, as kernel TCP: msg_flags and

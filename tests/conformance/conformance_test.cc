@@ -48,18 +48,9 @@ struct KnownDifference {
 };
 
 constexpr KnownDifference kKnownDifferences[] = {
-    {"WaitAllGathersSeveralWrites", "shm",
-     "recv(MSG_WAITALL) hangs in ShmTransport::WaitReadable once part of the "
-     "count arrived: the later writes never wake it (watchdog kill)"},
     {"SignalWithRestartResumesRecv", "shm",
      "explicit API: a recv interrupted by an SA_RESTART handler fails "
      "-1/EINTR; only the interposer sees sigaction (vsocket/signal_restart.h)"},
-    {"ZeroLengthSendAndRecv", "shm",
-     "recv(len 0, MSG_DONTWAIT) on an empty socket returns 0; kernel "
-     "-1/EAGAIN"},
-    {"ZeroLengthRecvWaitsOnEmptySocket", "shm",
-     "recv(len 0) on an empty blocking socket returns 0 at once; the kernel "
-     "waits for data (or SO_RCVTIMEO, then returns 0)"},
     {"OutOfBandSend", "shm",
      "send(MSG_OOB) fails -1/EOPNOTSUPP (recv(MSG_OOB) -1/EINVAL); kernel TCP "
      "sends the urgent byte"},
@@ -73,18 +64,9 @@ constexpr KnownDifference kKnownDifferences[] = {
     {"SignalWithRestartResumesRecv", "rdma",
      "explicit API: a recv interrupted by an SA_RESTART handler fails "
      "-1/EINTR; only the interposer sees sigaction (vsocket/signal_restart.h)"},
-    {"ZeroLengthSendAndRecv", "rdma",
-     "recv(len 0, MSG_DONTWAIT) on an empty socket returns 0; kernel "
-     "-1/EAGAIN"},
-    {"ZeroLengthRecvWaitsOnEmptySocket", "rdma",
-     "recv(len 0) on an empty blocking socket returns 0 at once; the kernel "
-     "waits for data (or SO_RCVTIMEO, then returns 0)"},
     {"OutOfBandSend", "rdma",
-     "send(MSG_OOB) returns 1 like the kernel, but the peer never sees "
-     "POLLPRI (no urgent data arrives)"},
-    {"RecvmsgOutputFields", "rdma",
-     "recvmsg leaves msg_namelen as passed in (128); the kernel sets 0 for "
-     "a connected TCP socket"},
+     "send(MSG_OOB) fails -1/EOPNOTSUPP (recv(MSG_OOB) -1/EINVAL); kernel TCP "
+     "sends the urgent byte"},
     {"PollReadiness", "rdma",
      "at EOF vsocket_poll sometimes wakes with POLLIN alone, POLLRDHUP "
      "later; the kernel sets both with the FIN"},

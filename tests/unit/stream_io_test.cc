@@ -131,12 +131,31 @@ TEST(StreamIo, ZeroLengthSendAsksTheTransportForErrors) {
   EXPECT_EQ(steps.log, "BSEBSE");
 }
 
-TEST(StreamIo, ZeroLengthRecvReturnsZeroWithoutSteps) {
+// As kernel TCP: a zero-length receive waits like a receive (a one-byte
+// peek) and returns 0 once something is readable, consuming nothing.
+TEST(StreamIo, ZeroLengthRecvWaitsUntilReadableThenReturnsZero) {
   ScriptedSteps steps;
   Buffer b;
   b.iov[0].iov_len = b.iov[1].iov_len = 0;
+  steps.attempts = {-EAGAIN, 1};
   EXPECT_EQ(StreamRecvMsg(steps, &b.msg, 0, Blocking()), 0);
-  EXPECT_EQ(steps.log, "");
+  EXPECT_EQ(steps.log, "BRWRE");
+}
+
+TEST(StreamIo, ZeroLengthRecvNonblockingOnEmptyIsEagain) {
+  ScriptedSteps steps;
+  Buffer b;
+  b.iov[0].iov_len = b.iov[1].iov_len = 0;
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, MSG_DONTWAIT, Blocking()), -1);
+  EXPECT_EQ(errno, EAGAIN);
+}
+
+TEST(StreamIo, ZeroLengthRecvAtTimeoutReturnsZero) {
+  ScriptedSteps steps;
+  Buffer b;
+  b.iov[0].iov_len = b.iov[1].iov_len = 0;
+  steps.waits = {-EAGAIN};
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, 0, Blocking()), 0);
 }
 
 TEST(StreamIo, EpipeRaisesSigpipeUnlessNosignal) {
