@@ -37,8 +37,8 @@ class ScriptedSteps final : public StreamSteps {
     log += 'R';
     return Next(iovcnt, skip);
   }
-  int WaitWritable(StreamCall&, int64_t) override { return Wait(); }
-  int WaitReadable(StreamCall&, int64_t) override { return Wait(); }
+  int WaitWritable(StreamCall&) override { return Wait(); }
+  int WaitReadable(StreamCall&) override { return Wait(); }
   Transport* MovedTo() override { return moved_to; }
 
  private:
