@@ -540,7 +540,7 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
   return -EAGAIN;
 }
 
-int ShmTransport::WaitReadable(StreamCall& call, int64_t deadline_ns) {
+int ShmTransport::WaitReadable(StreamCall& call) {
   if (call.transport_state == kSpinOpen) {
     // The call's first wait: spend the busy-poll budget.
     call.transport_state = kSpinSpent;
@@ -563,6 +563,7 @@ int ShmTransport::WaitReadable(StreamCall& call, int64_t deadline_ns) {
     EndSpin();
     call.transport_state = kNoSpin;
   }
+  int64_t deadline_ns = call.deadline_ns();
   SignalRestartWindow signals;
   for (;;) {
     if (revoked()) return 0;
@@ -603,11 +604,12 @@ int ShmTransport::WaitReadable(StreamCall& call, int64_t deadline_ns) {
   }
 }
 
-int ShmTransport::WaitWritable(StreamCall& call, int64_t deadline_ns) {
+int ShmTransport::WaitWritable(StreamCall& call) {
   if (SpinUntil([this] { return producer_->FreeSpace() != 0; },
                 [this] { return revoked(); }, call.spin_ns)) {
     return 0;
   }
+  int64_t deadline_ns = call.deadline_ns();
   SignalRestartWindow signals;
   for (;;) {
     if (revoked()) return 0;

@@ -41,7 +41,7 @@ namespace vsocket::fifo {
 
 class ShmTransport final : public Transport,
                            public LivenessTarget,
-                           private StreamSteps {
+                           public StreamSteps {
  public:
   enum class Role { kClient, kServer };
 
@@ -172,8 +172,8 @@ class ShmTransport final : public Transport,
                   size_t skip) override;
   ssize_t TryRecv(StreamCall& call, const struct iovec* iov, int iovcnt,
                   size_t skip, bool peek) override;
-  int WaitWritable(StreamCall& call, int64_t deadline_ns) override;
-  int WaitReadable(StreamCall& call, int64_t deadline_ns) override;
+  int WaitWritable(StreamCall& call) override;
+  int WaitReadable(StreamCall& call) override;
   // successor(), after making this process's half of a revoke another
   // holder made; nullptr while the connection runs on shared memory.
   Transport* MovedTo() override;

@@ -331,36 +331,46 @@ ssize_t RdmaTransport::TryRecv(StreamCall& call, const struct iovec* iov,
   return n < 0 ? -err : n;
 }
 
-int RdmaTransport::WaitWritable(StreamCall& call, int64_t deadline_ns) {
-  return WaitWritable(call.spin_ns, deadline_ns) == 0 ? 0 : -errno;
+// The deadline is read only when the spin found nothing (no clock read on
+// a call whose busy-poll succeeds).
+int RdmaTransport::WaitWritable(StreamCall& call) {
+  if (SpinUntilWritable(call.spin_ns)) return 0;
+  return SleepUntil(POLLOUT, call.deadline_ns()) == 0 ? 0 : -errno;
 }
 
-int RdmaTransport::WaitReadable(StreamCall& call, int64_t deadline_ns) {
-  return WaitReadable(call.spin_ns, deadline_ns) == 0 ? 0 : -errno;
+int RdmaTransport::WaitReadable(StreamCall& call) {
+  if (SpinUntilReadable(call.spin_ns)) return 0;
+  return SleepUntil(POLLIN, call.deadline_ns()) == 0 ? 0 : -errno;
 }
 
-int RdmaTransport::WaitWritable(uint32_t spin_ns, int64_t deadline_ns) {
+bool RdmaTransport::SpinUntilWritable(uint32_t spin_ns) {
   Core& c = *core_;
-  // Credits arrive as completions: spin on the CQ, then sleep until the
-  // descriptor is writable (the progress thread sees the credit).
-  bool ready = c.SpinThenArm(
+  // Credits arrive as completions: spin on the CQ (then the caller sleeps
+  // until the descriptor is writable: the progress thread sees the credit).
+  return c.SpinThenArm(
       [&] {
         return c.channel->SendSpace() > 0 || c.channel->error() != 0 ||
                c.channel->peer_closed();
       },
       spin_ns);
-  return ready ? 0 : SleepUntil(POLLOUT, deadline_ns);
 }
 
-int RdmaTransport::WaitReadable(uint32_t spin_ns, int64_t deadline_ns) {
+bool RdmaTransport::SpinUntilReadable(uint32_t spin_ns) {
   Core& c = *core_;
-  bool ready = c.SpinThenArm(
+  return c.SpinThenArm(
       [&] {
         return c.channel->BufferedBytes() > 0 || c.channel->peer_finished() ||
                c.channel->error() != 0 || c.shut_rd;
       },
       spin_ns);
-  return ready ? 0 : SleepUntil(POLLIN, deadline_ns);
+}
+
+int RdmaTransport::WaitWritable(uint32_t spin_ns, int64_t deadline_ns) {
+  return SpinUntilWritable(spin_ns) ? 0 : SleepUntil(POLLOUT, deadline_ns);
+}
+
+int RdmaTransport::WaitReadable(uint32_t spin_ns, int64_t deadline_ns) {
+  return SpinUntilReadable(spin_ns) ? 0 : SleepUntil(POLLIN, deadline_ns);
 }
 
 int RdmaTransport::Shutdown(int how) {

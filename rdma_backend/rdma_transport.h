@@ -37,7 +37,7 @@
 
 namespace vsocket::rdma {
 
-class RdmaTransport final : public Transport, private StreamSteps {
+class RdmaTransport final : public Transport, public StreamSteps {
  public:
   // Wraps an established `channel` whose kernel TCP twin is `tcp_fd`.
   // Takes ownership of both on success.  On failure returns nullptr with
@@ -118,8 +118,8 @@ class RdmaTransport final : public Transport, private StreamSteps {
                   size_t skip) override;
   ssize_t TryRecv(StreamCall& call, const struct iovec* iov, int iovcnt,
                   size_t skip, bool peek) override;
-  int WaitWritable(StreamCall& call, int64_t deadline_ns) override;
-  int WaitReadable(StreamCall& call, int64_t deadline_ns) override;
+  int WaitWritable(StreamCall& call) override;
+  int WaitReadable(StreamCall& call) override;
   // Sleeps until the user descriptor reports `events`, or a completion or
   // CM event arrives (then handles it), or the deadline.  0 when woken (the
   // caller re-checks), -1 with EAGAIN (deadline) or EINTR.
@@ -133,6 +133,10 @@ class RdmaTransport final : public Transport, private StreamSteps {
   // REQUIRES: no lock held.
   int WaitWritable(uint32_t spin_ns, int64_t deadline_ns);
   int WaitReadable(uint32_t spin_ns, int64_t deadline_ns);
+  // Their spin phase: true when the channel is ready, false once the
+  // budget is spent and the CQ armed for sleeping.
+  bool SpinUntilWritable(uint32_t spin_ns);
+  bool SpinUntilReadable(uint32_t spin_ns);
   // The region's registration with this connection's device, made on first
   // use and cached in the region.  nullptr with errno.
   const UserRegion* RegistrationFor(ZeroCopyRegion& region);

@@ -8,6 +8,9 @@
 // A transport implements StreamSteps -- one non-blocking attempt and one
 // bounded wait per direction -- and its SendMsg/RecvMsg become
 //   return StreamSendMsg(*this, msg, flags, io);
+// The core is a template over the transport's class only so that the
+// compiler calls a final transport's steps directly (the fast path stays
+// free of indirect calls); its rules are written once, here.
 //
 // Threading: every step runs on the thread that called StreamSendMsg /
 // StreamRecvMsg, in that call.  Several threads may be inside the same
@@ -20,10 +23,15 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <errno.h>
+
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
+#include "vsocket/iovec_util.h"
 #include "vsocket/transport.h"
+#include "vsocket/wait.h"
 
 namespace vsocket {
 
@@ -40,10 +48,26 @@ struct StreamCall {
   // O_NONBLOCK or MSG_DONTWAIT: the core never waits, and an attempt's
   // -EAGAIN ends the call (the caller may go and sleep in poll/epoll).
   bool nonblocking = false;
-  uint32_t spin_ns = 0;  // IoOptions::spin_ns
+  uint32_t spin_ns = 0;      // IoOptions::spin_ns
+  int64_t timeout_ns = -1;   // IoOptions::timeout_ns (SO_SNDTIMEO/SO_RCVTIMEO)
   // The transport's own per-call state, 0 at BeginCall (e.g. shm's
   // busy-poll phase).  The core never looks at it.
   uint32_t transport_state = 0;
+
+  // The call's deadline (MonotonicNs, -1 = none), fixed by the first
+  // request: a wait asks only once it is about to sleep, so a call whose
+  // busy-poll succeeds never reads the clock.
+  int64_t deadline_ns() {
+    if (!deadline_set_) {
+      deadline_ns_ = DeadlineAfter(timeout_ns);
+      deadline_set_ = true;
+    }
+    return deadline_ns_;
+  }
+
+ private:
+  int64_t deadline_ns_ = -1;
+  bool deadline_set_ = false;
 };
 
 // What a transport provides to the core.  No step sets errno for the core:
@@ -76,12 +100,12 @@ class StreamSteps {
   // After an attempt returned -EAGAIN in a blocking call: waits (spinning
   // up to call.spin_ns first, as the transport sees fit) until another
   // attempt may make progress or report an error.  Returns 0 to retry
-  // (spurious returns are fine), -EAGAIN once `deadline_ns` (MonotonicNs,
-  // -1 = none) has passed, -EINTR after a signal that must interrupt the
-  // call (the transport resumes after SA_RESTART handlers itself:
+  // (spurious returns are fine), -EAGAIN once call.deadline_ns() has
+  // passed, -EINTR after a signal that must interrupt the call (the
+  // transport resumes after SA_RESTART handlers itself:
   // vsocket/signal_restart.h).  May block, on the calling thread only.
-  virtual int WaitWritable(StreamCall& call, int64_t deadline_ns) = 0;
-  virtual int WaitReadable(StreamCall& call, int64_t deadline_ns) = 0;
+  virtual int WaitWritable(StreamCall& call) = 0;
+  virtual int WaitReadable(StreamCall& call) = 0;
 
   // After an attempt returned kStreamMoved: the transport that carries the
   // connection now, which the core hands the rest of the call to.
@@ -93,12 +117,30 @@ class StreamSteps {
   ~StreamSteps() = default;
 };
 
+// The cold ends of a call, out of line (stream_io.cc).
+namespace stream_io_internal {
+// -1 with errno = err.
+ssize_t Fail(int err);
+// The end of a send: `r` as SendLoop returned it (bytes, -errno, or
+// kStreamMoved after `sent` bytes, when the rest goes to steps.MovedTo()).
+ssize_t FinishSend(StreamSteps& steps, ssize_t r, size_t sent,
+                   const struct msghdr* msg, int flags, const IoOptions& io);
+// The end of a receive that did not succeed on this transport (-errno or
+// kStreamMoved).
+ssize_t FinishRecvElsewhere(StreamSteps& steps, ssize_t r, struct msghdr* msg,
+                            int flags, const IoOptions& io);
+}  // namespace stream_io_internal
+
 // sendmsg(2) over `steps`: returns the bytes sent, or -1 with errno.  A
 // blocking call returns only once every byte was taken, or with a short
 // count when a timeout, signal or error cut it short after some bytes.
 // MSG_OOB: -1 with EOPNOTSUPP (urgent data cannot be carried).  EPIPE
 // raises SIGPIPE unless MSG_NOSIGNAL.  msg_name is ignored, as TCP does.
-ssize_t StreamSendMsg(StreamSteps& steps, const struct msghdr* msg, int flags,
+// `Steps` is the transport's own (final) class, so that the steps are
+// called directly, without an indirect call each on the hot path; any
+// StreamSteps works.  Defined below.
+template <typename Steps>
+ssize_t StreamSendMsg(Steps& steps, const struct msghdr* msg, int flags,
                       const IoOptions& io);
 
 // recvmsg(2) over `steps`: returns the bytes received, 0 at end of stream,
@@ -110,8 +152,134 @@ ssize_t StreamSendMsg(StreamSteps& steps, const struct msghdr* msg, int flags,
 // urgent data is ever pending).  On success, as kernel TCP: msg_flags and
 // msg_controllen become 0, and msg_namelen 0 when msg_name is set; on
 // failure the msghdr is left alone.
-ssize_t StreamRecvMsg(StreamSteps& steps, struct msghdr* msg, int flags,
+template <typename Steps>
+ssize_t StreamRecvMsg(Steps& steps, struct msghdr* msg, int flags,
                       const IoOptions& io);
+
+// ---- Implementation --------------------------------------------------------
+
+template <typename Steps>
+ssize_t StreamSendMsg(Steps& concrete, const struct msghdr* msg, int flags,
+                      const IoOptions& io) {
+  static_assert(std::is_base_of_v<StreamSteps, Steps>);
+  StreamSteps& steps = concrete;  // devirtualised when Steps is final
+  // Kernel TCP would send urgent data; we cannot carry it, and sending the
+  // bytes as ordinary data would change the stream a peer without
+  // SO_OOBINLINE reads.  Refuse, as for sockets without urgent data.
+  if (flags & MSG_OOB) return stream_io_internal::Fail(EOPNOTSUPP);
+  const struct iovec* iov = msg->msg_iov;
+  int iovcnt = static_cast<int>(msg->msg_iovlen);
+  uint64_t total = IovTotal(iov, msg->msg_iovlen);
+  StreamCall call;
+  call.sending = true;
+  call.nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
+  call.spin_ns = io.spin_ns;
+  call.timeout_ns = io.timeout_ns;
+  steps.BeginCall(call);
+  size_t sent = 0;
+  ssize_t r;
+  if (total == 0) {
+    r = steps.TrySend(call, iov, 0, 0);
+    if (r == -EAGAIN) r = 0;
+  } else {
+    for (;;) {
+      r = steps.TrySend(call, iov, iovcnt, sent);
+      if (r > 0) {
+        sent += static_cast<size_t>(r);
+        if (sent < total) continue;
+        r = static_cast<ssize_t>(sent);
+        break;
+      }
+      if (r == kStreamMoved) break;
+      if (r == 0) {
+        r = static_cast<ssize_t>(sent);
+        break;
+      }
+      if (r == -EAGAIN && !call.nonblocking) {
+        int w = steps.WaitWritable(call);
+        if (w == 0) continue;
+        r = w;
+      }
+      if (sent > 0) r = static_cast<ssize_t>(sent);
+      break;
+    }
+  }
+  steps.EndCall(call);
+  if (r >= 0) [[likely]] return r;
+  return stream_io_internal::FinishSend(steps, r, sent, msg, flags, io);
+}
+
+template <typename Steps>
+ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
+                      const IoOptions& io) {
+  static_assert(std::is_base_of_v<StreamSteps, Steps>);
+  StreamSteps& steps = concrete;  // devirtualised when Steps is final
+  // Kernel TCP: EINVAL when no urgent byte is pending, which is always
+  // (we never send one), and even for a zero-length buffer.
+  if (flags & MSG_OOB) return stream_io_internal::Fail(EINVAL);
+  const struct iovec* iov = msg->msg_iov;
+  int iovcnt = static_cast<int>(msg->msg_iovlen);
+  uint64_t total = IovTotal(iov, msg->msg_iovlen);
+  bool peek = (flags & MSG_PEEK) != 0;
+  // As kernel TCP, a zero-length receive consumes nothing but waits as a
+  // receive does (until data, end of stream or an error): a one-byte peek.
+  char probe_byte;
+  struct iovec probe = {&probe_byte, 1};
+  bool zero_length = total == 0;
+  if (zero_length) {
+    iov = &probe;
+    iovcnt = 1;
+    total = 1;
+    peek = true;
+  }
+  ssize_t r = 0;
+  {
+    bool wait_all = (flags & MSG_WAITALL) && !peek;
+    StreamCall call;
+    call.nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
+    call.spin_ns = io.spin_ns;
+    call.timeout_ns = io.timeout_ns;
+    steps.BeginCall(call);
+    size_t got = 0;
+    for (;;) {
+      r = steps.TryRecv(call, iov, iovcnt, got, peek);
+      if (r > 0) {
+        got += static_cast<size_t>(r);
+        if (wait_all && got < total) continue;
+        r = static_cast<ssize_t>(got);
+        break;
+      }
+      if (r == 0) {  // end of stream
+        r = static_cast<ssize_t>(got);
+        break;
+      }
+      // An error, timeout, signal or move (kStreamMoved) after some bytes:
+      // they are this call's answer (a successor serves the next call).
+      if (r == -EAGAIN && !call.nonblocking) {
+        int w = steps.WaitReadable(call);
+        if (w == 0) continue;
+        r = w;
+      }
+      if (got > 0) r = static_cast<ssize_t>(got);
+      break;
+    }
+    steps.EndCall(call);
+    if (zero_length) {
+      // 0 once readable; an error as it is; EAGAIN only when non-blocking
+      // (at SO_RCVTIMEO the kernel returns 0).
+      if (r > 0 || (r == -EAGAIN && !call.nonblocking)) r = 0;
+    }
+    if (r < 0) [[unlikely]]
+      return stream_io_internal::FinishRecvElsewhere(steps, r, msg, flags, io);
+  }
+  // A connected stream socket reports no source address, no ancillary
+  // data and no flags (checked against kernel TCP: msg_namelen becomes 0
+  // only when msg_name is set, and nothing changes on failure).
+  if (msg->msg_name) msg->msg_namelen = 0;
+  msg->msg_controllen = 0;
+  msg->msg_flags = 0;
+  return r;
+}
 
 }  // namespace vsocket
 

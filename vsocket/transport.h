@@ -8,6 +8,8 @@
 //  - Calls follow POSIX semantics for a connected SOCK_STREAM socket: they
 //    return -1 and set errno exactly where the kernel would (EAGAIN, EPIPE,
 //    ECONNRESET, EINTR, ...).  SIGPIPE is raised on EPIPE unless MSG_NOSIGNAL.
+//    A transport that moves bytes itself gets these rules for SendMsg/RecvMsg
+//    from vsocket/stream_io.h by implementing its StreamSteps.
 //  - Blocking is the transport's job (it knows its own wait primitive), bounded
 //    by IoOptions: nonblocking / timeouts / spin budget.
 //  - Any thread may call any method; two threads may block in RecvMsg (or
