@@ -188,6 +188,10 @@ class ShmTransport final : public Transport,
   void NotifyReader();          // after publishing into tx
   void SignalSelf();            // make our wait socket readable
   void AfterConsume(bool force_drain);
+  // Drains our wait socket's wake-ups and clears kReaderPending (after any
+  // producer in the middle of ringing finished): a wake-up that lands in
+  // between leaves one spare datagram, never a missing one.
+  void DrainOwnWakeups();
   void LiftPeerWriterBlock();   // after consuming from rx
   void BlockOurWrites();        // tx nearly full
   // Raises POLLRDHUP on the user's descriptor once no more data can arrive,

@@ -61,7 +61,7 @@ void BeforeNumberLost(int fd, VirtualSocket* vs) {
     }
   }
   if (other < 0 || vs->state() != VirtualSocket::State::kConnected) return;
-  Transport* t = vs->ConnectedTransport(fd);
+  Transport* t = vs->TransportFinishingConnect(fd);
   if (t && t->user_fd() == fd) t->MoveUserFd(other);
 }
 

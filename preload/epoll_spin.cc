@@ -33,7 +33,7 @@ void NoteFastPathInEpollSet(int epfd, int fd) {
   if (GetConfig().spin_us == 0) return;
   auto vs = LookupSocket(fd);
   if (!vs || vs->state() != VirtualSocket::State::kConnected) return;
-  Transport* t = vs->ConnectedTransport(fd);
+  Transport* t = vs->TransportFinishingConnect(fd);
   if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) return;
   g_marked[epfd / 64].fetch_or(uint64_t{1} << (epfd % 64),
                                std::memory_order_relaxed);

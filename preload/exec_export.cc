@@ -191,7 +191,7 @@ bool ExecExport::Export(const std::shared_ptr<VirtualSocket>& vs,
     if (marker >= 0) ClearCloexec(marker);
     entry = "listen," + std::to_string(marker) + ",";
   } else if (vs->state() == VirtualSocket::State::kConnected) {
-    Transport* t = vs->ConnectedTransport(inherited.front());
+    Transport* t = vs->TransportFinishingConnect(inherited.front());
     // Kernel TCP needs nothing (the descriptor is the connection); a
     // transport that cannot be handed over (an unclaimed offer, RDMA) gets
     // the ordinary release.

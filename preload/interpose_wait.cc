@@ -59,7 +59,7 @@ int64_t NowNs() {
 bool StaleReadable(int fd) {
   auto vs = vsocket::LookupSocket(fd);
   if (!vs || vs->state() != vsocket::VirtualSocket::State::kConnected) return false;
-  vsocket::Transport* t = vs->ConnectedTransport(fd);
+  vsocket::Transport* t = vs->TransportFinishingConnect(fd);
   if (!t) return false;
   int saved = errno;
   bool stale = t->DropStaleWakeup();

@@ -46,7 +46,7 @@ Path PathOf(int fd) {
   auto vs = vsocket::LookupSocket(fd);
   if (!vs || vs->state() != vsocket::VirtualSocket::State::kConnected)
     return Path::kPlain;
-  vsocket::Transport* t = vs->ConnectedTransport(fd);
+  vsocket::Transport* t = vs->TransportFinishingConnect(fd);
   if (!t) return Path::kPlain;
   // Any other transport's descriptor is a readiness socket: bounce.
   return (t->capabilities() & vsocket::kCapKernelStream) ? Path::kTcp : Path::kShm;

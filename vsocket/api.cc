@@ -39,7 +39,7 @@ bool IsVirtualCandidate(int domain, int type, int protocol) {
 
 // The kernel socket that carries names and options for `fd`.
 int KernelFdOf(VirtualSocket* vs, int fd) {
-  Transport* t = vs->ConnectedTransport(fd);
+  Transport* t = vs->TransportFinishingConnect(fd);
   return t ? t->tcp_fd() : fd;
 }
 
@@ -53,7 +53,7 @@ int64_t TimevalToNs(const void* val, socklen_t len) {
 ssize_t SendMsgOn(int fd, const struct msghdr* msg, int flags) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::sendmsg(fd, msg, flags);
-  Transport* t = vs->ConnectedTransport(fd);
+  Transport* t = vs->TransportFinishingConnect(fd);
   if (!t) return sys::sendmsg(fd, msg, flags);  // the kernel reports the state
   return t->SendMsg(msg, flags, vs->SendOptions());
 }
@@ -61,7 +61,7 @@ ssize_t SendMsgOn(int fd, const struct msghdr* msg, int flags) {
 ssize_t RecvMsgOn(int fd, struct msghdr* msg, int flags) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::recvmsg(fd, msg, flags);
-  Transport* t = vs->ConnectedTransport(fd);
+  Transport* t = vs->TransportFinishingConnect(fd);
   if (!t) return sys::recvmsg(fd, msg, flags);
   return t->RecvMsg(msg, flags, vs->RecvOptions());
 }
@@ -171,7 +171,7 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
     case VirtualSocket::State::kConnected: {
       // On kernel TCP the descriptor is the TCP socket: the kernel answers
       // (0 once after a non-blocking connect completed, then EISCONN).
-      Transport* t = vs->ConnectedTransport(fd);
+      Transport* t = vs->TransportFinishingConnect(fd);
       if (t && (t->capabilities() & vsocket::kCapKernelStream))
         return sys::connect(fd, addr, len);
       errno = EISCONN;
@@ -183,7 +183,7 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
       // EISCONN; or the failure).
       int rc = sys::connect(fd, addr, len);
       int saved = errno;
-      vs->ConnectedTransport(fd);  // moves to kConnected once finished
+      vs->TransportFinishingConnect(fd);  // moves to kConnected once finished
       errno = saved;
       return rc;
     }
@@ -237,7 +237,7 @@ ssize_t vsocket_recv(int fd, void* buf, size_t len, int flags) {
 ssize_t vsocket_sendto(int fd, const void* buf, size_t len, int flags,
                        const struct sockaddr* addr, socklen_t addrlen) {
   auto vs = LookupSocket(fd);
-  if (!vs || !vs->ConnectedTransport(fd))
+  if (!vs || !vs->TransportFinishingConnect(fd))
     return sys::sendto(fd, buf, len, flags, addr, addrlen);
   // A connected stream socket ignores the address, as TCP does.
   return SendBuffer(fd, buf, len, flags);
@@ -246,7 +246,7 @@ ssize_t vsocket_sendto(int fd, const void* buf, size_t len, int flags,
 ssize_t vsocket_recvfrom(int fd, void* buf, size_t len, int flags,
                          struct sockaddr* addr, socklen_t* addrlen) {
   auto vs = LookupSocket(fd);
-  if (!vs || !vs->ConnectedTransport(fd))
+  if (!vs || !vs->TransportFinishingConnect(fd))
     return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
   ssize_t n = RecvBuffer(fd, buf, len, flags);
   // A connected TCP socket reports no source address: the kernel sets
@@ -292,7 +292,7 @@ ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
 int vsocket_shutdown(int fd, int how) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::shutdown(fd, how);
-  Transport* t = vs->ConnectedTransport(fd);
+  Transport* t = vs->TransportFinishingConnect(fd);
   if (!t) return sys::shutdown(fd, how);
   return t->Shutdown(how);
 }
@@ -320,7 +320,7 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
 int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::getsockopt(fd, level, name, val, len);
-  Transport* t = vs->ConnectedTransport(fd);
+  Transport* t = vs->TransportFinishingConnect(fd);
   if (t && level == SOL_SOCKET && name == SO_ERROR &&
       !(t->capabilities() & vsocket::kCapKernelStream)) {
     if (!val || !len || *len < sizeof(int)) {
@@ -381,7 +381,7 @@ int vsocket_ioctl(int fd, unsigned long request, void* arg) {
     SetNonblocking(vs.get(), fd, *static_cast<int*>(arg) != 0);
     return 0;
   }
-  Transport* t = vs->ConnectedTransport(fd);
+  Transport* t = vs->TransportFinishingConnect(fd);
   if (request == FIONREAD && t && arg) {
     int n = t->ReadableBytes();
     if (n < 0) return -1;
@@ -393,10 +393,13 @@ int vsocket_ioctl(int fd, unsigned long request, void* arg) {
 
 int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   // Every virtual socket's descriptor reports its readiness to the kernel,
-  // so the kernel's poll is exact.  Finish pending non-blocking connects so
-  // that their descriptors are the final ones.
+  // so the kernel's poll is exact.  Finish the non-blocking connects the
+  // kernel completed, so that their descriptors are the final ones (the
+  // only I/O here; connected sockets cost a lookup).
   for (nfds_t i = 0; i < nfds; ++i) {
-    if (auto vs = LookupSocket(fds[i].fd)) vs->ConnectedTransport(fds[i].fd);
+    auto vs = LookupSocket(fds[i].fd);
+    if (vs && vs->state() == VirtualSocket::State::kConnecting)
+      vs->TransportFinishingConnect(fds[i].fd);
   }
   if (timeout_ms != 0) vsocket::BeforeKernelWait();
   return sys::poll(fds, nfds, timeout_ms);
@@ -404,7 +407,7 @@ int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
 
 const char* vsocket_transport_name(int fd) {
   auto vs = LookupSocket(fd);
-  Transport* t = vs ? vs->ConnectedTransport(fd) : nullptr;
+  Transport* t = vs ? vs->TransportFinishingConnect(fd) : nullptr;
   if (!t) {
     errno = EBADF;
     return nullptr;
@@ -414,7 +417,7 @@ const char* vsocket_transport_name(int fd) {
 
 const char* vsocket_fallback_reason(int fd) {
   auto vs = LookupSocket(fd);
-  Transport* t = vs ? vs->ConnectedTransport(fd) : nullptr;
+  Transport* t = vs ? vs->TransportFinishingConnect(fd) : nullptr;
   if (!t) {
     errno = EBADF;
     return nullptr;

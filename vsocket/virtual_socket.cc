@@ -64,7 +64,7 @@ Transport* VirtualSocket::AdoptSuccessor() {
   return current;
 }
 
-Transport* VirtualSocket::ConnectedTransport(int fd) {
+Transport* VirtualSocket::TransportFinishingConnect(int fd) {
   Transport* transport = transport_.load(std::memory_order_acquire);
   if (transport) {
     if (transport->successor() == nullptr) [[likely]] return transport;

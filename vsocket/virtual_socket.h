@@ -13,7 +13,7 @@
 // every transport this socket ever had, current or retired, stays alive
 // until the VirtualSocket dies, so a loaded pointer is valid as long as
 // the caller holds the VirtualSocket.  A retired transport forwards to its
-// successor; ConnectedTransport() returns the newest.
+// successor; TransportFinishingConnect() returns the newest.
 #ifndef VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
 #define VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
 
@@ -39,12 +39,13 @@ class VirtualSocket {
   int domain() const { return domain_; }
   State state() const { return state_.load(std::memory_order_acquire); }
 
-  // The transport, or nullptr before the connection is established.
-  // For kConnecting it first checks whether the kernel finished the
-  // handshake on `fd` and, if so, completes the connection.  If the
-  // transport was retired, takes its successor over and returns that.
-  // Any thread.
-  Transport* ConnectedTransport(int fd);
+  // The transport, or nullptr before the connection is established.  Not
+  // a plain getter: for kConnecting it first asks the kernel whether the
+  // handshake on `fd` finished (poll, getpeername) and, if so, completes
+  // the connection (the provider's PendingConnection::Complete: descriptor
+  // moves, shared-memory or RDMA setup).  If the transport was retired,
+  // takes its successor over and returns that.  Any thread.
+  Transport* TransportFinishingConnect(int fd);
 
   // Called by connect/accept once the path is chosen.  Takes ownership.
   void SetTransport(std::unique_ptr<Transport> transport);
@@ -75,7 +76,7 @@ class VirtualSocket {
   std::atomic<State> state_{State::kFresh};
   std::mutex mutex_;  // guards transitions of state_ and the fields below
   // Takes over the successors of the current transport (see above);
-  // returns the newest.  Slow path of ConnectedTransport.
+  // returns the newest.  Slow path of TransportFinishingConnect.
   Transport* AdoptSuccessor();
 
   std::unique_ptr<Transport> transport_owner_;

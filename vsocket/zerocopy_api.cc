@@ -47,7 +47,7 @@ Transport* InPlaceTransport(int fd, std::shared_ptr<VirtualSocket>* vs) {
     errno = ForeignDescriptorError(fd);
     return nullptr;
   }
-  Transport* t = (*vs)->ConnectedTransport(fd);
+  Transport* t = (*vs)->TransportFinishingConnect(fd);
   if (!t) errno = ENOTCONN;  // what recv says on an unconnected socket
   return t;
 }
@@ -87,7 +87,7 @@ int vsocket_deregister(struct vsocket_region* r) {
 ssize_t vsocket_send_registered(int fd, struct vsocket_region* r,
                                 size_t offset, size_t len, int flags) {
   auto vs = LookupSocket(fd);
-  Transport* t = vs ? vs->ConnectedTransport(fd) : nullptr;
+  Transport* t = vs ? vs->TransportFinishingConnect(fd) : nullptr;
   if (!RangeInside(r, offset, len)) {
     // A bad descriptor is reported first, as the kernel checks it first.
     int err = vs ? EINVAL : ForeignDescriptorError(fd);

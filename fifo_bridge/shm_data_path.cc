@@ -1,0 +1,276 @@
+// ShmTransport's data path: the StreamSteps that vsocket/stream_io.h drives
+// for send, recv, sendmsg and recvmsg -- one attempt on a ring, and the
+// bounded waits (busy-poll first, then poll() on the wait socket and the
+// liveness connection).  Runs on the calling application thread.
+#include "fifo_bridge/shm_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "base/real_libc.h"
+#include "fifo_bridge/shm_provider.h"
+#include "vsocket/iovec_util.h"
+#include "vsocket/log.h"
+#include "vsocket/signal_restart.h"
+#include "vsocket/stats.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
+
+namespace {
+
+// StreamCall::transport_state of a receive: its busy-poll phase.
+enum SpinPhase : uint32_t {
+  kNoSpin = 0,     // not busy-polling (non-blocking, no budget, or closed)
+  kSpinOpen = 1,   // BeginSpin done, budget not spent yet
+  kSpinSpent = 2,  // BeginSpin done, budget spent by a wait that succeeded
+};
+
+}  // namespace
+
+ssize_t ShmTransport::ResetOutcome(bool sending) {
+  // Kernel TCP reports a reset once; afterwards sends fail with EPIPE and
+  // receives see end-of-file.
+  uint32_t before = side_->local_flags.fetch_or(kLocalResetReported,
+                                                std::memory_order_acq_rel);
+  if (!(before & kLocalResetReported)) {
+    side_->pending_error.store(0, std::memory_order_relaxed);
+    return -ECONNRESET;
+  }
+  return sending ? -EPIPE : 0;
+}
+
+ssize_t ShmTransport::SendMsg(const struct msghdr* msg, int flags,
+                              const IoOptions& io) {
+  return StreamSendMsg(*this, msg, flags, io);
+}
+
+ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
+                              const IoOptions& io) {
+  return StreamRecvMsg(*this, msg, flags, io);
+}
+
+void ShmTransport::BeginCall(StreamCall& call) {
+  if (!call.sending && !call.nonblocking && call.spin_ns > 0) {
+    BeginSpin();
+    call.transport_state = kSpinOpen;
+  }
+}
+
+void ShmTransport::EndCall(StreamCall& call) {
+  if (call.transport_state != kNoSpin) EndSpin();
+}
+
+ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
+                              int iovcnt, size_t skip) {
+  if (!claimed_.load(std::memory_order_relaxed) &&
+      MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
+    return kStreamMoved;
+  }
+  SideLock lock(&side_->send_lock);
+  if (revoked()) return kStreamMoved;
+  uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+  if (local & kLocalReset) return ResetOutcome(/*sending=*/true);
+  if (local & kLocalShutWrite) return -EPIPE;
+  if ((tx_->flags.load(std::memory_order_acquire) |
+       rx_->flags.load(std::memory_order_acquire)) & kReset) {
+    return ResetOutcome(/*sending=*/true);
+  }
+  if (tx_->flags.load(std::memory_order_acquire) & kConsumerClosed) {
+    // As kernel TCP: the peer's close looks like its FIN until the peer's
+    // kernel answers our next data with an RST, so that one send succeeds
+    // (the bytes are dropped: nobody will read them) and later ones fail
+    // with EPIPE.  (redis-benchmark, told "DENIED" and closed on, waited
+    // forever when its first write failed.)  A zero-length send sends
+    // nothing, so draws no RST.
+    if (iovcnt == 0) return (local & kLocalSentToClosedPeer) ? -EPIPE : 0;
+    uint32_t before = side_->local_flags.fetch_or(kLocalSentToClosedPeer,
+                                                  std::memory_order_acq_rel);
+    if (before & kLocalSentToClosedPeer) return -EPIPE;
+    return static_cast<ssize_t>(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
+  }
+  if (local & kLocalPeerGone) return -EPIPE;
+  if (iovcnt == 0) return 0;  // a zero-length send: nothing to report
+  int64_t n = producer_->Write(iov, iovcnt, skip);
+  if (n == kCorrupt) {
+    ResetConnection("peer published an impossible consumer index");
+    return ResetOutcome(/*sending=*/true);
+  }
+  if (n > 0) {
+    NotifyReader();
+    StatsBytesSent(kShmKind, static_cast<uint64_t>(n));
+  }
+  if (claimed_.load(std::memory_order_relaxed) &&
+      producer_->FreeSpace() < static_cast<int64_t>(block_threshold_)) {
+    BlockOurWrites();
+  }
+  return n > 0 ? n : -EAGAIN;
+}
+
+ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
+                              int iovcnt, size_t skip, bool peek) {
+  // An -EAGAIN of the call's first attempt goes back to the application
+  // only in a non-blocking call.
+  ssize_t r = ReadOnce(iov, iovcnt, skip, peek, call.nonblocking && skip == 0);
+  if (r <= 0 && r != -EAGAIN && r != kStreamMoved) UpdateHangup();
+  return r;
+}
+
+ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
+                               bool peek, bool returning_to_user) {
+  if (!claimed_.load(std::memory_order_relaxed) &&
+      MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
+    return kStreamMoved;
+  }
+  SideLock lock(&side_->recv_lock);
+  if (revoked()) return kStreamMoved;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    if (local & kLocalReset) return ResetOutcome(/*sending=*/false);
+    if (local & kLocalShutRead) return 0;
+    int64_t n = consumer_->Read(iov, iovcnt, skip, peek);
+    if (n == kCorrupt) {
+      ResetConnection("peer published an impossible producer index");
+      return ResetOutcome(/*sending=*/false);
+    }
+    if (n > 0) {
+      if (!peek) {
+        StatsBytesReceived(kShmKind, static_cast<uint64_t>(n));
+        LiftPeerWriterBlock();
+        AfterConsume(false);
+      }
+      return n;
+    }
+    // Empty.  The flags are published after the data (release), so a flag
+    // seen here means any data before it is visible on the second pass.
+    uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
+    uint32_t our_flags = tx_->flags.load(std::memory_order_acquire);
+    if ((peer_flags | our_flags) & kReset) return ResetOutcome(/*sending=*/false);
+    bool finished = (peer_flags & kProducerClosed) || (local & kLocalPeerGone);
+    if (!finished) break;
+    if (consumer_->Available() != 0) continue;
+    if (peer_flags & kProducerClosed) return 0;
+    int err = side_->pending_error.load(std::memory_order_relaxed);
+    return err ? ResetOutcome(/*sending=*/false) : 0;
+  }
+  LiftPeerWriterBlock();
+  if (returning_to_user) AfterConsume(true);
+  return -EAGAIN;
+}
+
+int ShmTransport::WaitReadable(StreamCall& call) {
+  if (call.transport_state == kSpinOpen) {
+    // The call's first wait: spend the busy-poll budget.
+    call.transport_state = kSpinSpent;
+    bool ready = SpinUntil(
+        [this] {
+          return consumer_->Available() != 0 ||
+                 (rx_->flags.load(std::memory_order_relaxed) &
+                  (kProducerClosed | kReset));
+        },
+        [this] {
+          return revoked() ||
+                 (side_->local_flags.load(std::memory_order_relaxed) &
+                  kLocalPeerGone);
+        },
+        call.spin_ns);
+    if (ready) return 0;
+  }
+  if (call.transport_state != kNoSpin) {
+    // Sleeping: be armed, so the peer's next publication wakes us.
+    EndSpin();
+    call.transport_state = kNoSpin;
+  }
+  int64_t deadline_ns = call.deadline_ns();
+  SignalRestartWindow signals;
+  for (;;) {
+    if (revoked()) return 0;
+    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    if (consumer_->Available() != 0 ||
+        (rx_->flags.load(std::memory_order_acquire) &
+         (kProducerClosed | kReset)) ||
+        (local & (kLocalPeerGone | kLocalReset | kLocalShutRead))) {
+      return 0;
+    }
+    // Swallow stale wake-ups so that poll() really sleeps, then look again.
+    DrainOwnWakeups();
+    if (consumer_->Available() != 0 ||
+        (rx_->flags.load(std::memory_order_acquire) &
+         (kProducerClosed | kReset))) {
+      return 0;
+    }
+    LiftPeerWriterBlock();
+    int64_t wake_at = deadline_ns;
+    bool unclaimed = !IsClaimed();
+    if (unclaimed && (wake_at < 0 || wake_at > claim_deadline_ns_))
+      wake_at = claim_deadline_ns_;
+    struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLIN, 0},
+                            {tcp_fd_, POLLIN, 0}};
+    int r = PollUntil(fds, 2, wake_at);
+    if (r < 0) {
+      if (errno == EINTR && signals.ShouldRestart(deadline_ns >= 0)) continue;
+      return -errno;
+    }
+    if (fds[1].revents) CheckLiveness();
+    if (r == 0) {
+      if (unclaimed && MaybeRevoke(false, FallbackReason::kClaimTimeout))
+        return 0;
+      if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns) return -EAGAIN;
+    }
+  }
+}
+
+int ShmTransport::WaitWritable(StreamCall& call) {
+  if (SpinUntil([this] { return producer_->FreeSpace() != 0; },
+                [this] { return revoked(); }, call.spin_ns)) {
+    return 0;
+  }
+  int64_t deadline_ns = call.deadline_ns();
+  SignalRestartWindow signals;
+  for (;;) {
+    if (revoked()) return 0;
+    if (producer_->FreeSpace() != 0) return 0;
+    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    if ((local & (kLocalPeerGone | kLocalReset)) ||
+        ((tx_->flags.load() | rx_->flags.load()) & (kReset | kConsumerClosed))) {
+      return 0;  // the retry reports the error
+    }
+    bool unclaimed = !IsClaimed();
+    int64_t wake_at = deadline_ns;
+    struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLOUT, 0},
+                            {tcp_fd_, POLLIN, 0}};
+    int nfds = 2;
+    if (unclaimed) {
+      // No filler before the claim: wake up now and then to look again.
+      int64_t soon = MonotonicNs() + 1000000;
+      if (wake_at < 0 || wake_at > soon) wake_at = soon;
+      fds[0] = fds[1];
+      nfds = 1;
+    } else {
+      BlockOurWrites();
+      if (producer_->FreeSpace() != 0) return 0;
+    }
+    int r = PollUntil(fds, nfds, wake_at);
+    if (r < 0) {
+      if (errno == EINTR && signals.ShouldRestart(deadline_ns >= 0)) continue;
+      return -errno;
+    }
+    for (int k = 0; k < nfds; ++k) {
+      if (fds[k].fd == tcp_fd_ && fds[k].revents) CheckLiveness();
+    }
+    if (unclaimed && MaybeRevoke(false, FallbackReason::kClaimTimeout)) return 0;
+    if (r == 0 && deadline_ns >= 0 && MonotonicNs() >= deadline_ns)
+      return -EAGAIN;
+  }
+}
+
+}  // namespace vsocket::fifo

@@ -1,0 +1,59 @@
+// ShmTransport::Release: the last close of a connection in this process.
+// Only the last holder (forked children count) tells the peer: FIN, or a
+// reset when unread data remains, as kernel TCP does; an unclaimed client
+// offer first hands its data to TCP.
+#include "fifo_bridge/shm_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "base/real_libc.h"
+#include "vsocket/log.h"
+
+namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
+
+void ShmTransport::Release() {
+  bool last = side_->holders.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  if (last && !revoked()) {
+    if (role_ == Role::kClient && !IsClaimed()) {
+      // Data written before close must still arrive: hand it to TCP.
+      MaybeRevoke(true, FallbackReason::kOfferRevoked);
+    }
+    if (!revoked()) {
+      SideLock send_lock(&side_->send_lock);
+      bool unread = consumer_->Available() != 0;
+      if (unread) {
+        // Closing with unread data aborts the connection, as TCP sends RST.
+        tx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+        rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+      } else {
+        tx_->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
+        rx_->flags.fetch_or(kConsumerClosed, std::memory_order_seq_cst);
+      }
+      tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+      doorbell_->RingPeer();
+      doorbell_->WakePeerWatcher();
+    }
+  }
+  if (last) segment_->Unlink();
+  if (watched_) UnwatchLiveness(tcp_fd_);
+  watched_ = false;
+  if (doorbell_->sink_fd() >= 0) UnwatchLiveness(doorbell_->sink_fd());
+  // The user's descriptor is closed by the socket layer, not here.
+  if (!revoked()) doorbell_->set_wait_fd(-1);
+  doorbell_->Close();
+  if (tcp_fd_ >= 0) sys::close(tcp_fd_);
+  tcp_fd_ = -1;
+  segment_.reset();
+}
+
+}  // namespace vsocket::fifo

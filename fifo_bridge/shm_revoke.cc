@@ -1,0 +1,164 @@
+// ShmTransport's liveness and unclaimed-offer handling: the liveness TCP
+// connection's EOF or bytes, and a client offer the server never claimed
+// (timeout) or a listener that spoke TCP: the revoke, the replay of the
+// ring into TCP, and the hand-over to a TcpTransport successor.
+// Runs on application threads and on the liveness watcher thread.
+#include "fifo_bridge/shm_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "base/real_libc.h"
+#include "vsocket/descriptor_swap.h"
+#include "vsocket/log.h"
+#include "vsocket/stats.h"
+#include "vsocket/tcp_transport.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
+
+void ShmTransport::CheckLiveness() {
+  if (side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone)
+    return;
+  char byte;
+  ssize_t n = sys::recv(tcp_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    return;
+  if (n > 0) {
+    if (!IsClaimed()) {
+      MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
+    } else {
+      ResetConnection("bytes arrived on the TCP connection after the claim");
+    }
+    return;
+  }
+  // EOF or a socket error: the peer's process has gone (or closed).
+  if (!IsClaimed()) {
+    MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
+    return;
+  }
+  // The peer's process closed its last descriptor without a vsocket close
+  // (exit, _exit, a signal).  The kernel would have sent FIN, or RST when
+  // the dying side left unread data: do the same.
+  bool tcp_error = n < 0;
+  uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
+  if (!(peer_flags & (kProducerClosed | kReset))) {
+    int64_t free_bytes = producer_->FreeSpace();
+    bool unread = free_bytes < 0 ||
+                  static_cast<uint64_t>(free_bytes) < producer_->capacity();
+    VSOCKET_LOG(kInfo, "peer of a shared-memory connection exited%s",
+                unread || tcp_error ? " with unread data: reset" : "");
+    if (unread || tcp_error)
+      side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+  }
+  side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
+  doorbell_->RingSelf();
+  UpdateHangup();
+}
+
+void ShmTransport::RetireHere(FallbackReason reason) {
+  std::lock_guard<std::mutex> lock(retire_mu_);
+  if (successor()) return;
+  // The user's descriptor number now names the TCP socket (the interposer
+  // moves its epoll registrations along: vsocket/descriptor_swap.h).
+  struct Swap {
+    int tcp_fd;
+    int user;
+  } swap = {tcp_fd_, doorbell_->wait_fd()};
+  ReplaceUserDescriptor(
+      swap.user,
+      [](void* arg) {
+        auto* s = static_cast<Swap*>(arg);
+        int fd_flags = sys::fcntl(s->user, F_GETFD);
+        if (sys::dup3(s->tcp_fd, s->user,
+                      (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+          VSOCKET_LOG(kError, "dup3 during fallback failed: errno %d", errno);
+        }
+      },
+      &swap);
+  doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
+  // The TCP socket stays ours (tcp_fd_, closed by Release); the successor
+  // names it by the user's number, which the socket layer owns.
+  Retire(std::make_unique<TcpTransport>(swap.user, reason));
+}
+
+Transport* ShmTransport::MovedTo() {
+  if (Transport* next = successor()) return next;
+  if (!revoked()) return nullptr;
+  // Another process holding the connection (fork) revoked it.
+  FallbackReason reason = reason_.load(std::memory_order_acquire);
+  RetireHere(reason != FallbackReason::kNone ? reason : FallbackReason::kOfferRevoked);
+  return successor();
+}
+
+void ShmTransport::MoveUserFd(int fd) {
+  if (Transport* next = MovedTo()) {
+    next->MoveUserFd(fd);
+    return;
+  }
+  set_user_fd(fd);
+}
+
+bool ShmTransport::OnLivenessEvent() {
+  CheckLiveness();
+  return !revoked() && !(side_->local_flags.load(std::memory_order_acquire) &
+                         (kLocalPeerGone | kLocalReset));
+}
+
+bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
+  if (role_ != Role::kClient || IsClaimed()) return revoked();
+  if (!force && MonotonicNs() < claim_deadline_ns_) return revoked();
+  SideLock send_lock(&side_->send_lock);
+  SideLock recv_lock(&side_->recv_lock);
+  if (revoked()) return true;
+  uint32_t expected = kOffered;
+  if (!segment_->header()->claim.compare_exchange_strong(
+          expected, kRevoked, std::memory_order_seq_cst)) {
+    if (expected == kClaimed) claimed_.store(true, std::memory_order_release);
+    return revoked();
+  }
+  // Nobody consumed the ring: replay [0, head) into TCP, in order.
+  uint64_t head = side_->head;
+  uint8_t* data = segment_->data(Direction::kClientToServer);
+  uint64_t sent = 0;
+  int64_t give_up = MonotonicNs() + 10 * 1000000000ll;
+  while (sent < head) {
+    ssize_t n = sys::send(tcp_fd_, data + sent, head - sent,
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+        MonotonicNs() < give_up) {
+      struct pollfd pfd = {tcp_fd_, POLLOUT, 0};
+      sys::poll(&pfd, 1, 100);
+      continue;
+    }
+    VSOCKET_LOG(kWarn, "could not replay %llu buffered bytes into TCP",
+                static_cast<unsigned long long>(head - sent));
+    break;
+  }
+  if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
+  RetireHere(reason);
+  // The sink stays open until Release(): it is registered with the watcher,
+  // and this may run on the watcher thread itself.
+  segment_->Unlink();
+  reason_.store(reason, std::memory_order_release);
+  side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
+  StatsConnectionMoved(kShmKind, TransportKind::kTcp);
+  StatsFallback(reason, "the listener did not claim the shared-memory offer");
+  return true;
+}
+
+}  // namespace vsocket::fifo

@@ -1,0 +1,187 @@
+// ShmTransport's wake-up protocol (docs/PROTOCOL.md): when a producer sends
+// its consumer a wake-up datagram, how the consumer drains them, the
+// writer's filler block, the busy-poll count that disarms the reader, and
+// the hang-up readiness (POLLRDHUP/POLLHUP) of the user's descriptor.
+// Any thread of either process may run these; the flags they use are
+// atomics in the shared ring control words.
+#include "fifo_bridge/shm_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "base/real_libc.h"
+#include "vsocket/log.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
+
+namespace {
+
+// Sets PENDING|RINGING unless PENDING is already set.  True when the caller
+// must now queue the wake-up datagram and then call EndRinging.
+bool BeginRinging(RingControl* ring) {
+  uint32_t wake = ring->reader_wake.load(std::memory_order_relaxed);
+  do {
+    if (wake & kReaderPending) return false;
+  } while (!ring->reader_wake.compare_exchange_weak(
+      wake, wake | kReaderPending | kReaderRinging, std::memory_order_seq_cst));
+  return true;
+}
+
+void EndRinging(RingControl* ring) {
+  ring->reader_wake.fetch_and(~kReaderRinging, std::memory_order_seq_cst);
+}
+
+// Before a consumer drains its wake-ups: let a producer that is between
+// setting PENDING and queueing its datagram finish (bounded: a producer
+// that stalls longer costs one spurious wake-up, never a lost one).
+void AwaitRingers(RingControl* ring) {
+  SpinUntil(
+      [ring] {
+        return !(ring->reader_wake.load(std::memory_order_acquire) &
+                 kReaderRinging);
+      },
+      [] { return false; }, 50000);
+}
+
+}  // namespace
+
+void ShmTransport::NotifyReader() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint32_t wake = tx_->reader_wake.load(std::memory_order_relaxed);
+  if (!(wake & kReaderArmed) || (wake & kReaderPending)) return;
+  if (!BeginRinging(tx_)) return;
+  // Before the claim the server's wait socket does not exist; the server
+  // looks at the ring when it claims (AfterClaim).
+  if (IsClaimed()) doorbell_->RingPeer();
+  EndRinging(tx_);
+}
+
+void ShmTransport::SignalSelf() {
+  if (BeginRinging(rx_)) {
+    doorbell_->RingSelf();
+    EndRinging(rx_);
+  }
+}
+
+void ShmTransport::AfterConsume(bool force_drain) {
+  if (consumer_->Available() != 0) return;
+  if (rx_->flags.load(std::memory_order_acquire) & (kProducerClosed | kReset))
+    return;  // EOF stays readable
+  if (side_->local_flags.load(std::memory_order_acquire) &
+      (kLocalPeerGone | kLocalReset | kLocalShutRead))
+    return;
+  uint32_t wake = rx_->reader_wake.load(std::memory_order_relaxed);
+  if (!(wake & kReaderPending) && !force_drain) return;
+  // Drain first, then clear: a wake-up that lands in between leaves one
+  // spare datagram, never a missing one.
+  DrainOwnWakeups();
+  if (consumer_->Available() != 0 ||
+      (rx_->flags.load(std::memory_order_acquire) &
+       (kProducerClosed | kReset))) {
+    SignalSelf();
+  }
+}
+
+void ShmTransport::DrainOwnWakeups() {
+  AwaitRingers(rx_);
+  doorbell_->DrainWakeups();
+  rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
+}
+
+void ShmTransport::LiftPeerWriterBlock() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!(rx_->writer_wake.load(std::memory_order_relaxed) & kWriterBlocked))
+    return;
+  int64_t available = consumer_->Available();
+  if (available < 0 ||
+      consumer_->capacity() - static_cast<uint64_t>(available) <
+          block_threshold_) {
+    return;
+  }
+  if (rx_->writer_wake.fetch_and(~kWriterBlocked, std::memory_order_seq_cst) &
+      kWriterBlocked) {
+    doorbell_->DrainSink();
+  }
+}
+
+void ShmTransport::BlockOurWrites() {
+  if (tx_->writer_wake.load(std::memory_order_acquire) & kWriterBlocked) return;
+  if (doorbell_->FillSendBuffer() != 0) return;  // peer gone: writes fail
+  tx_->writer_wake.fetch_or(kWriterBlocked, std::memory_order_seq_cst);
+  int64_t free_bytes = producer_->FreeSpace();
+  if (free_bytes >= static_cast<int64_t>(block_threshold_)) {
+    // The consumer freed space concurrently and may have missed the flag:
+    // ask its watcher thread to drain our filler.  (Waking its wait socket
+    // instead would report POLLIN on a possibly empty ring.)
+    doorbell_->WakePeerWatcher();
+  }
+}
+
+void ShmTransport::UpdateHangup() {
+  uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+  if ((local & (kLocalHangupShown | kLocalRevoked)) || !IsClaimed()) return;
+  uint32_t ring_flags = rx_->flags.load(std::memory_order_acquire) |
+                        tx_->flags.load(std::memory_order_acquire);
+  bool reset = (ring_flags & kReset) ||
+               (local & (kLocalReset | kLocalResetReported)) ||
+               ((local & kLocalPeerGone) &&
+                side_->pending_error.load(std::memory_order_relaxed) != 0);
+  bool read_closed = reset ||
+                     (rx_->flags.load(std::memory_order_acquire) &
+                      kProducerClosed) ||
+                     (local & (kLocalPeerGone | kLocalShutRead));
+  bool write_closed = local & kLocalShutWrite;
+  if (reset || (read_closed && write_closed)) {
+    if (!(side_->local_flags.fetch_or(kLocalHangupShown,
+                                      std::memory_order_acq_rel) &
+          kLocalHangupShown)) {
+      doorbell_->ShutdownWaitSocket(SHUT_RDWR);
+    }
+  } else if (read_closed && !(local & kLocalReadHangupShown)) {
+    if (!(side_->local_flags.fetch_or(kLocalReadHangupShown,
+                                      std::memory_order_acq_rel) &
+          kLocalReadHangupShown)) {
+      doorbell_->ShutdownWaitSocket(SHUT_RD);
+    }
+  }
+}
+
+void ShmTransport::BeginSpin() {
+  local_spinners_.fetch_add(1, std::memory_order_relaxed);
+  if (side_->spinners.fetch_add(1, std::memory_order_seq_cst) == 0)
+    rx_->reader_wake.fetch_and(~kReaderArmed, std::memory_order_seq_cst);
+}
+
+void ShmTransport::EndSpin() {
+  local_spinners_.fetch_sub(1, std::memory_order_relaxed);
+  if (side_->spinners.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  rx_->reader_wake.fetch_or(kReaderArmed, std::memory_order_seq_cst);
+  if (consumer_->Available() != 0) SignalSelf();
+}
+
+void ShmTransport::ResetConnection(const char* why) {
+  VSOCKET_LOG(kWarn, "shared-memory connection reset: %s", why);
+  side_->local_flags.fetch_or(kLocalReset, std::memory_order_seq_cst);
+  side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+  tx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+  rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+  tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+  if (IsClaimed()) {
+    doorbell_->RingPeer();
+    doorbell_->WakePeerWatcher();
+  }
+  doorbell_->RingSelf();
+  UpdateHangup();
+}
+
+}  // namespace vsocket::fifo
