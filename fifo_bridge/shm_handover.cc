@@ -28,6 +28,7 @@
 
 #include "fifo_bridge/shm_transport.h"
 #include "base/real_libc.h"
+#include "vsocket/descriptor_number.h"
 
 namespace vsocket::fifo {
 
@@ -97,29 +98,14 @@ void ShmTransport::AfterFailedExec() {
   if (count != 0) side_->spinners.fetch_add(count, std::memory_order_seq_cst);
 }
 
-namespace {
-
-// A descriptor number: decimal digits only, below 2^20.
-bool ParseFd(const std::string& text, int* fd) {
-  if (text.empty() || text.size() > 7) return false;
-  long value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    value = value * 10 + (c - '0');
-  }
-  if (value >= (1 << 20)) return false;
-  *fd = static_cast<int>(value);
-  return true;
-}
-
-}  // namespace
-
 bool ShmTransport::ParseExecFields(const std::vector<std::string>& f,
                                    Role* role, InheritedFds* fds) {
   if (f.size() != 5 || (f[0] != "c" && f[0] != "s")) return false;
   *role = f[0] == "c" ? Role::kClient : Role::kServer;
-  return ParseFd(f[1], &fds->segment) && ParseFd(f[2], &fds->side) &&
-         ParseFd(f[3], &fds->sink) && ParseFd(f[4], &fds->tcp);
+  return ParseDescriptorNumber(f[1], &fds->segment) &&
+         ParseDescriptorNumber(f[2], &fds->side) &&
+         ParseDescriptorNumber(f[3], &fds->sink) &&
+         ParseDescriptorNumber(f[4], &fds->tcp);
 }
 
 std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(

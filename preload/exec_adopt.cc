@@ -19,6 +19,7 @@
 #include "vsocket/provider_registry.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
+#include "vsocket/descriptor_number.h"
 #include "vsocket/log.h"
 #include "vsocket/path_selection.h"
 #include "base/real_libc.h"
@@ -45,15 +46,7 @@ bool ParseFd(const std::string& text, bool allow_none, int* fd) {
     *fd = -1;
     return true;
   }
-  if (text.empty() || text.size() > 7) return false;
-  long value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    value = value * 10 + (c - '0');
-  }
-  if (value >= (1 << 20)) return false;
-  *fd = static_cast<int>(value);
-  return true;
+  return ParseDescriptorNumber(text, fd);
 }
 
 // The application's numbers of one socket: distinct, open, and the same
