@@ -163,6 +163,16 @@ int Doorbell::RingSelf() const {
 
 void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd_); }
 
+int Doorbell::DeclineOffer(const std::string& key) {
+  struct sockaddr_un to;
+  socklen_t len = MakeAddress(key, 'c', 'K', &to);
+  int fd = sys::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  int rc = SendWake(fd, to, len);
+  sys::close(fd);
+  return rc;
+}
+
 int Doorbell::WakePeerWatcher() const {
   return SendWake(sink_fd_, peer_sink_addr_, peer_sink_len_);
 }

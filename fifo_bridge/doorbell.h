@@ -69,6 +69,13 @@ class Doorbell {
   // Empties our wait socket of wake-ups.
   void DrainWakeups() const;
 
+  // Server, when it cannot claim the offer of connection `key` (another
+  // user's segment, a setup failure): one datagram into the client's sink
+  // from a socket of its own, so the client moves to TCP at once instead of
+  // at its claim timeout.  Before a claim the client's sink hears from
+  // nobody else.  Returns 0 or -errno (no such client: gone already).
+  static int DeclineOffer(const std::string& key);
+
   // Sends filler to the peer's sink until our wait socket reports no
   // POLLOUT.  Returns 0 or -errno (peer gone).
   int FillSendBuffer() const;

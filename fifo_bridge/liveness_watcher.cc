@@ -4,14 +4,20 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "vsocket/background_thread.h"
 #include "vsocket/log.h"
+#include "vsocket/wait.h"
 #include "base/real_libc.h"
 
 namespace vsocket::fifo {
@@ -47,6 +53,21 @@ class Watcher {
       VSOCKET_LOG(kWarn, "sink watch failed: errno %d", errno);
   }
 
+  void SetDeadline(LivenessTarget* target, int64_t deadline_ns) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!EnsureStarted()) return;
+    deadlines_[target] = deadline_ns;
+    // Wake the thread so it sleeps no longer than the new deadline.
+    uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+
+  void ClearDeadline(LivenessTarget* target) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    deadlines_.erase(target);
+  }
+
   void Unwatch(int fd) {
     std::lock_guard<std::mutex> lock(mutex_);
     sinks_.erase(fd);
@@ -66,12 +87,18 @@ class Watcher {
       w.targets_.clear();
       w.sinks_.clear();
       w.epoll_fd_ = -1;
+      w.wake_fd_ = -1;  // the parent's: this child makes its own
+      bool deadlines = !w.deadlines_.empty();
       for (auto& [fd, target] : inherited) {
         if (sinks.count(fd)) {
           w.WatchSinkFd(fd, target);
         } else {
           w.Watch(fd, target);
         }
+      }
+      if (deadlines && w.epoll_fd_ < 0) {
+        std::lock_guard<std::mutex> lock(w.mutex_);
+        w.EnsureStarted();
       }
     });
   }
@@ -81,6 +108,13 @@ class Watcher {
     if (epoll_fd_ >= 0) return true;
     epoll_fd_ = sys::MovePrivate(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_fd_ < 0) return false;
+    wake_fd_ = sys::MovePrivate(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (wake_fd_ >= 0) {
+      struct epoll_event ev = {};
+      ev.events = EPOLLIN;
+      ev.data.fd = wake_fd_;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    }
     int epoll_fd = epoll_fd_;
     StartBackgroundThread([this, epoll_fd] { Run(epoll_fd); });
     return true;
@@ -89,14 +123,21 @@ class Watcher {
   void Run(int epoll_fd) {
     struct epoll_event events[16];
     for (;;) {
-      int n = sys::epoll_wait(epoll_fd, events, 16, -1);
+      int n = sys::epoll_wait(epoll_fd, events, 16, NextTimeoutMs());
       if (n < 0) {
         if (errno == EINTR) continue;
         return;
       }
       std::lock_guard<std::mutex> lock(mutex_);
       if (epoll_fd != epoll_fd_) return;  // we are a stale copy after fork
+      RunDueDeadlines();
       for (int i = 0; i < n; ++i) {
+        if (events[i].data.fd == wake_fd_) {
+          uint64_t count;
+          ssize_t ignored = ::read(wake_fd_, &count, sizeof(count));
+          (void)ignored;
+          continue;
+        }
         auto it = targets_.find(events[i].data.fd);
         if (it == targets_.end()) continue;
         if (sinks_.count(it->first)) {
@@ -113,8 +154,37 @@ class Watcher {
     }
   }
 
+  // Milliseconds until the nearest deadline (rounded up), or -1.
+  int NextTimeoutMs() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (deadlines_.empty()) return -1;
+    int64_t nearest = INT64_MAX;
+    for (auto& [target, at] : deadlines_) nearest = std::min(nearest, at);
+    int64_t left = nearest - MonotonicNs();
+    if (left <= 0) return 0;
+    return static_cast<int>(std::min<int64_t>((left + 999999) / 1000000, 60000));
+  }
+
+  // REQUIRES: mutex_ held.
+  void RunDueDeadlines() {
+    if (deadlines_.empty()) return;
+    int64_t now = MonotonicNs();
+    std::vector<LivenessTarget*> due;
+    for (auto it = deadlines_.begin(); it != deadlines_.end();) {
+      if (it->second <= now) {
+        due.push_back(it->first);
+        it = deadlines_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (LivenessTarget* target : due) target->OnDeadline();
+  }
+
   std::mutex mutex_;
   int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: a new deadline shortens the sleep
+  std::unordered_map<LivenessTarget*, int64_t> deadlines_;
   std::unordered_map<int, LivenessTarget*> targets_;
   std::unordered_map<int, bool> sinks_;  // fds registered with WatchSinkFd
 };
@@ -124,5 +194,9 @@ class Watcher {
 void WatchLiveness(int fd, LivenessTarget* target) { Watcher::Get().Watch(fd, target); }
 void UnwatchLiveness(int fd) { Watcher::Get().Unwatch(fd); }
 void WatchSink(int fd, LivenessTarget* target) { Watcher::Get().WatchSinkFd(fd, target); }
+void WatchDeadline(LivenessTarget* target, int64_t deadline_ns) {
+  Watcher::Get().SetDeadline(target, deadline_ns);
+}
+void UnwatchDeadline(LivenessTarget* target) { Watcher::Get().ClearDeadline(target); }
 
 }  // namespace vsocket::fifo

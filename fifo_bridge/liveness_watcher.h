@@ -11,6 +11,8 @@
 #ifndef VSOCKET_FIFO_BRIDGE_LIVENESS_WATCHER_H_
 #define VSOCKET_FIFO_BRIDGE_LIVENESS_WATCHER_H_
 
+#include <cstdint>
+
 namespace vsocket::fifo {
 
 class LivenessTarget {
@@ -21,6 +23,9 @@ class LivenessTarget {
   virtual bool OnLivenessEvent() = 0;
   // Called on the watcher thread when a datagram arrived in a watched sink.
   virtual void OnSinkEvent() {}
+  // Called on the watcher thread once the deadline set with WatchDeadline
+  // has passed (the deadline is then forgotten).
+  virtual void OnDeadline() {}
 };
 
 // REQUIRES: fd stays open until Unwatch(fd) returns.
@@ -30,6 +35,15 @@ void UnwatchLiveness(int fd);
 // Edge-triggered: OnSinkEvent() runs once per burst of arrivals on `fd`.
 // REQUIRES: fd stays open until UnwatchLiveness(fd) returns.
 void WatchSink(int fd, LivenessTarget* target);
+
+// Calls target->OnDeadline() on the watcher thread at `deadline_ns`
+// (MonotonicNs), even while no application thread enters vsocket (a
+// client asleep in poll() whose offer is never claimed).  One deadline per
+// target; a new one replaces the old.  UnwatchDeadline returns only when
+// the watcher no longer uses the target.
+// REQUIRES: target stays alive until UnwatchDeadline(target) returns.
+void WatchDeadline(LivenessTarget* target, int64_t deadline_ns);
+void UnwatchDeadline(LivenessTarget* target);
 
 }  // namespace vsocket::fifo
 

@@ -66,23 +66,31 @@ class ShmPendingConnection final : public PendingConnection {
 };
 
 // Server: the listener marker beside one listening socket.
+// The marker tells clients the uid of the process that listened; a process
+// that accepts under another uid (nginx's workers) cannot open the offers
+// made to that uid, so it declines each at once.
 class ShmListener final : public ListenerAttachment {
  public:
-  explicit ShmListener(int marker_fd) : marker_fd_(marker_fd) {}
+  explicit ShmListener(int marker_fd)
+      : marker_fd_(marker_fd), marker_uid_(::geteuid()) {}
   ~ShmListener() override { sys::close(marker_fd_); }
   int marker_fd() const { return marker_fd_; }
 
   std::unique_ptr<Transport> Claim(int accepted_fd, Decline* decline) override {
     DrainListenerMarker(marker_fd_);
-    return ClaimOffer(accepted_fd, decline);
+    return ClaimOffer(accepted_fd, ::geteuid() == marker_uid_, decline);
   }
 
  private:
-  static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, Decline* decline);
+  // `same_uid`: we run as the user the marker announced.
+  static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, bool same_uid,
+                                               Decline* decline);
   const int marker_fd_;
+  const uid_t marker_uid_;  // who bound the marker (clients see this uid)
 };
 
 std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
+                                                   bool same_uid,
                                                    Decline* decline) {
   struct sockaddr_storage local_ss, peer_ss;
   socklen_t local_len = sizeof(local_ss), peer_len = sizeof(peer_ss);
@@ -99,14 +107,24 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
     return nullptr;
   }
   std::string key = ConnectionKey(local, peer.port);
+  if (!same_uid) {
+    // An offer, if the client made one, is in the marker user's directory,
+    // out of our reach: tell the client now (harmless if it made none).
+    Doorbell::DeclineOffer(key);
+    *decline = {FallbackReason::kUidMismatch, true};
+    return nullptr;
+  }
   std::unique_ptr<ShmSegment> segment;
   int err = ShmSegment::OpenOffer(key, &segment);
   if (err != 0) {
     if (err == -ENOENT) {
       *decline = {FallbackReason::kPeerNotVsocket, false};  // no offer here
     } else {
-      VSOCKET_LOG(kWarn, "rejecting the offer %s: %s", key.c_str(),
+      // Another user's segment (nginx workers under their own uid), or a
+      // bad one: the client must not wait for its claim timeout.
+      VSOCKET_LOG(kInfo, "declining the offer %s: %s", key.c_str(),
                   strerror(-err));
+      Doorbell::DeclineOffer(key);
       *decline = {FallbackReason::kInvalidOffer, true};
     }
     return nullptr;
@@ -118,6 +136,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
     // Tell the client at once rather than letting its offer time out.
     uint32_t offered = kOffered;
     header->claim.compare_exchange_strong(offered, kRevoked);
+    Doorbell::DeclineOffer(key);
     *decline = {ReasonForSetupError(err), true};
     return nullptr;
   }

@@ -44,6 +44,7 @@ void ShmTransport::Release() {
       doorbell_->WakePeerWatcher();
     }
   }
+  UnwatchDeadline(this);
   if (last) segment_->Unlink();
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;

@@ -74,6 +74,11 @@ void ShmTransport::RetireHere(FallbackReason reason) {
     int tcp_fd;
     int user;
   } swap = {tcp_fd_, doorbell_->wait_fd()};
+  // A thread asleep in poll()/select() holds the wait socket's file, not
+  // the number, and would sleep on it until its own timeout (curl: 200 ms
+  // before its first byte).  Wake it: its next look finds the TCP socket.
+  // (A spurious POLLIN on a TCP socket; a non-blocking read says EAGAIN.)
+  doorbell_->RingSelf();
   ReplaceUserDescriptor(
       swap.user,
       [](void* arg) {
@@ -108,6 +113,10 @@ void ShmTransport::MoveUserFd(int fd) {
   set_user_fd(fd);
 }
 
+void ShmTransport::OnDeadline() {
+  MaybeRevoke(false, FallbackReason::kClaimTimeout);
+}
+
 bool ShmTransport::OnLivenessEvent() {
   CheckLiveness();
   return !revoked() && !(side_->local_flags.load(std::memory_order_acquire) &
@@ -123,8 +132,14 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
   uint32_t expected = kOffered;
   if (!segment_->header()->claim.compare_exchange_strong(
           expected, kRevoked, std::memory_order_seq_cst)) {
-    if (expected == kClaimed) claimed_.store(true, std::memory_order_release);
-    return revoked();
+    if (expected == kClaimed) {
+      claimed_.store(true, std::memory_order_release);
+      return revoked();
+    }
+    // kRevoked by the server: it declined (its side could not be set up)
+    // and consumed nothing; the replay below is ours to do.  (This used to
+    // return here, and the client waited on its ring forever.)
+    if (expected != kRevoked) return revoked();
   }
   // Nobody consumed the ring: replay [0, head) into TCP, in order.
   uint64_t head = side_->head;

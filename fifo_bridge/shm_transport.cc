@@ -41,6 +41,8 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
     // listener was a plain program (CheckLiveness revokes the offer).
     WatchLiveness(tcp_fd, t.get());
     t->watched_ = true;
+    // The claim deadline holds even while the application only sleeps.
+    WatchDeadline(t.get(), claim_deadline_ns);
   }
   WatchSink(t->doorbell_->sink_fd(), t.get());
   return t;

@@ -132,10 +132,12 @@ class ShmTransport final : public Transport,
   bool OnLivenessEvent() override;
   // Watcher thread: the peer asked us to drain its filler (see
   // BlockOurWrites), or closed/reset its side (see UpdateHangup).
-  void OnSinkEvent() override {
-    LiftPeerWriterBlock();
-    UpdateHangup();
-  }
+  // Before the claim (client): the server's decline (Doorbell::DeclineOffer).
+  void OnSinkEvent() override;
+  // Watcher thread, client: the claim deadline passed while no call came
+  // to look (the application sleeps in poll/epoll with its request still
+  // in the ring): revoke now and continue on TCP.
+  void OnDeadline() override;
 
  private:
   ShmTransport() = default;

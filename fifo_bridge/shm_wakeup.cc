@@ -156,6 +156,19 @@ void ShmTransport::UpdateHangup() {
   }
 }
 
+void ShmTransport::OnSinkEvent() {
+  if (role_ == Role::kClient && !claimed_.load(std::memory_order_acquire) &&
+      !IsClaimed()) {
+    // Nobody but the server writes to our sink, and before a claim it
+    // only declines.
+    doorbell_->DrainSink();
+    MaybeRevoke(true, FallbackReason::kClaimDeclined);
+    return;
+  }
+  LiftPeerWriterBlock();
+  UpdateHangup();
+}
+
 void ShmTransport::BeginSpin() {
   local_spinners_.fetch_add(1, std::memory_order_relaxed);
   if (side_->spinners.fetch_add(1, std::memory_order_seq_cst) == 0)

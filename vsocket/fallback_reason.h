@@ -25,6 +25,7 @@ enum class FallbackReason {
   kRdmaMemoryLimit,       // VSOCKET_RDMA_MAX_REGISTERED_MB would be exceeded
   kRdmaSetupFailed,       // channel setup failed, or the pairing was lost
   kTransportUnavailable,  // VSOCKET_TRANSPORT names no transport of this build
+  kClaimDeclined,         // the accepting process could not claim the offer
   kCount,
 };
 

@@ -60,6 +60,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kRdmaMemoryLimit: return "rdma_memory_limit";
     case FallbackReason::kRdmaSetupFailed: return "rdma_setup_failed";
     case FallbackReason::kTransportUnavailable: return "transport_unavailable";
+    case FallbackReason::kClaimDeclined: return "claim_declined";
     case FallbackReason::kCount: break;
   }
   return "unknown";
