@@ -9,6 +9,7 @@
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
+#include "vsocket/signal_restart.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/wait.h"
 
@@ -56,13 +57,20 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   int64_t budget = int64_t{GetConfig().spin_us} * 1000;
   if (timeout_ns >= 0 && timeout_ns < budget) budget = timeout_ns;
   int ready = 0;
+  // epoll_wait is never restarted after a handler (signal(7)): a delivery
+  // during the spin is this call's EINTR, as the kernel's sleep would give.
+  SignalRestartWindow signals;
   bool found = SpinUntil(
       [&] {
         ready = real::epoll_pwait(epfd, events, maxevents, 0, sigmask);
         return ready != 0;
       },
-      [] { return false; }, static_cast<uint32_t>(budget));
+      [&] { return signals.AnyDelivery(); }, static_cast<uint32_t>(budget));
   if (found) return ready;
+  if (signals.AnyDelivery()) {
+    errno = EINTR;
+    return -1;
+  }
   if (timeout_ns < 0) return sleep(epfd, events, maxevents, -1, sigmask);
   int64_t left = timeout_ns - (MonotonicNs() - start);
   return sleep(epfd, events, maxevents, left < 0 ? 0 : left, sigmask);

@@ -23,6 +23,10 @@ SignalRestartWindow::SignalRestartWindow()
     : restarting_(t_restarting_deliveries),
       interrupting_(t_interrupting_deliveries) {}
 
+uint64_t SignalRestartWindow::DeliveriesSeen() {
+  return t_restarting_deliveries + t_interrupting_deliveries;
+}
+
 bool SignalRestartWindow::ShouldRestart(bool has_timeout) {
   bool any_restarting = t_restarting_deliveries != restarting_;
   bool any_interrupting = t_interrupting_deliveries != interrupting_;

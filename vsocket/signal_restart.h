@@ -33,8 +33,17 @@ class SignalRestartWindow {
   // construction was to an SA_RESTART handler (and there was at least one
   // known delivery: an unknown handler means EINTR).  Re-arms the window.
   bool ShouldRestart(bool has_timeout);
+  // True when a known handler ran on this thread since construction (or
+  // the last ShouldRestart).  For busy-poll loops that stand in for a call
+  // the kernel would have interrupted (epoll_wait): a signal whose handler
+  // ran during the spin must end the call with EINTR, or the program, having
+  // set its flag in the handler, sleeps on (nginx ignored SIGTERM so).
+  bool AnyDelivery() const {
+    return DeliveriesSeen() != restarting_ + interrupting_;
+  }
 
  private:
+  static uint64_t DeliveriesSeen();  // both counters of this thread, summed
   uint64_t restarting_ = 0;
   uint64_t interrupting_ = 0;
 };

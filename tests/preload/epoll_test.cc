@@ -29,6 +29,15 @@ TEST_P(Epoll, WaitVariantsKeepKernelSemantics) {
   ExpectPath(GetParam(), r, 2);
 }
 
+// A signal handled while epoll_wait busy-polls (a 1 s budget, so the signal
+// lands in the spin) ends it with EINTR at once (progs/epoll_wait_spin.c).
+TEST_P(Epoll, SignalDuringTheSpinInterruptsTheWait) {
+  Result r = RunProgram(GetParam(), "epoll_wait_spin", {"signal-in-spin"},
+                        Ms(40000), {{"VSOCKET_SPIN_US", "1000000"}});
+  EXPECT_PROGRAM_PASSED(r);
+  ExpectPath(GetParam(), r, 2);
+}
+
 // A shared-memory offer the listener does not claim in time falls back to
 // TCP under the application's descriptor number; its epoll registration
 // follows (progs/epoll_fallback.c).
