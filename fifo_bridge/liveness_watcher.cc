@@ -57,10 +57,15 @@ class Watcher {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!EnsureStarted()) return;
     deadlines_[target] = deadline_ns;
-    // Wake the thread so it sleeps no longer than the new deadline.
-    uint64_t one = 1;
-    ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
-    (void)ignored;
+    // Wake the thread only if it sleeps past the new deadline.  Claim
+    // deadlines are now + a constant, so while one is pending each new
+    // connection costs no system call and no thread wake-up.
+    if (deadline_ns < sleeping_until_ns_) {
+      sleeping_until_ns_ = deadline_ns;
+      uint64_t one = 1;
+      ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
+      (void)ignored;
+    }
   }
 
   void ClearDeadline(LivenessTarget* target) {
@@ -88,6 +93,7 @@ class Watcher {
       w.sinks_.clear();
       w.epoll_fd_ = -1;
       w.wake_fd_ = -1;  // the parent's: this child makes its own
+      w.sleeping_until_ns_ = INT64_MAX;
       bool deadlines = !w.deadlines_.empty();
       for (auto& [fd, target] : inherited) {
         if (sinks.count(fd)) {
@@ -155,11 +161,13 @@ class Watcher {
   }
 
   // Milliseconds until the nearest deadline (rounded up), or -1.
+  // Records it in sleeping_until_ns_.
   int NextTimeoutMs() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (deadlines_.empty()) return -1;
     int64_t nearest = INT64_MAX;
     for (auto& [target, at] : deadlines_) nearest = std::min(nearest, at);
+    sleeping_until_ns_ = nearest;
+    if (nearest == INT64_MAX) return -1;
     int64_t left = nearest - MonotonicNs();
     if (left <= 0) return 0;
     return static_cast<int>(std::min<int64_t>((left + 999999) / 1000000, 60000));
@@ -183,7 +191,10 @@ class Watcher {
 
   std::mutex mutex_;
   int epoll_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: a new deadline shortens the sleep
+  int wake_fd_ = -1;  // eventfd: a new, earlier deadline shortens the sleep
+  // The deadline the thread sleeps towards (INT64_MAX: none); guarded by
+  // mutex_.  A wake-up may land early: the loop just recomputes.
+  int64_t sleeping_until_ns_ = INT64_MAX;
   std::unordered_map<LivenessTarget*, int64_t> deadlines_;
   std::unordered_map<int, LivenessTarget*> targets_;
   std::unordered_map<int, bool> sinks_;  // fds registered with WatchSinkFd

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "rdma_backend/rdma_config.h"
@@ -44,10 +45,16 @@ void MaxInto(std::atomic<uint64_t>* slot, uint64_t value) {
   }
 }
 
+// The section appears once RDMA was used: registered on first use only.
+void RegisterSectionOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { RegisterStatsSection(&AppendSection); });
+}
+
 }  // namespace
 
 void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes) {
-  RegisterStatsSection(&AppendSection);
+  RegisterSectionOnce();
   uint64_t now = g_registered.fetch_add(static_cast<uint64_t>(delta),
                                         std::memory_order_relaxed) +
                  static_cast<uint64_t>(delta);
@@ -60,7 +67,7 @@ uint64_t StatsRdmaRegisteredBytes() {
 }
 
 void StatsRdmaUserRegion(int64_t delta) {
-  RegisterStatsSection(&AppendSection);
+  RegisterSectionOnce();
   g_user_regions.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
 }
 

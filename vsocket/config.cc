@@ -29,11 +29,6 @@ void WarnConfigValue(const char* name, const char* value, const char* kept) {
 
 namespace {
 
-bool ParseSize(const char* text, uint64_t* out) { return ParseConfigSize(text, out); }
-void Warn(const char* name, const char* value, const char* kept) {
-  WarnConfigValue(name, value, kept);
-}
-
 Config Load() {
   Config config;
   if (const char* v = std::getenv("VSOCKET_TRANSPORT")) {
@@ -46,36 +41,36 @@ Config Load() {
       config.policy = TransportPolicy::kNamed;
       config.transport = v;
     } else {
-      Warn("VSOCKET_TRANSPORT", v, "expected auto, tcp or a transport's name; using auto");
+      WarnConfigValue("VSOCKET_TRANSPORT", v, "expected auto, tcp or a transport's name; using auto");
     }
   }
   if (const char* v = std::getenv("VSOCKET_RING_SIZE")) {
     uint64_t bytes = 0;
-    if (ParseSize(v, &bytes) && IsValidRingBytes(bytes)) {
+    if (ParseConfigSize(v, &bytes) && IsValidRingBytes(bytes)) {
       config.ring_bytes = bytes;
     } else {
-      Warn("VSOCKET_RING_SIZE", v, "expected a power of two from 4K to 1G");
+      WarnConfigValue("VSOCKET_RING_SIZE", v, "expected a power of two from 4K to 1G");
     }
   }
   if (const char* v = std::getenv("VSOCKET_SPIN_US")) {
     uint64_t us = 0;
-    if (ParseSize(v, &us) && us <= 1000000) config.spin_us = static_cast<uint32_t>(us);
-    else Warn("VSOCKET_SPIN_US", v, "expected 0..1000000");
+    if (ParseConfigSize(v, &us) && us <= 1000000) config.spin_us = static_cast<uint32_t>(us);
+    else WarnConfigValue("VSOCKET_SPIN_US", v, "expected 0..1000000");
   }
   if (const char* v = std::getenv("VSOCKET_LOG")) {
     if (!std::strcmp(v, "error")) config.log_level = LogLevel::kError;
     else if (!std::strcmp(v, "warn")) config.log_level = LogLevel::kWarn;
     else if (!std::strcmp(v, "info")) config.log_level = LogLevel::kInfo;
     else if (!std::strcmp(v, "debug")) config.log_level = LogLevel::kDebug;
-    else Warn("VSOCKET_LOG", v, "expected error, warn, info or debug");
+    else WarnConfigValue("VSOCKET_LOG", v, "expected error, warn, info or debug");
   }
   if (const char* v = std::getenv("VSOCKET_STATS")) {
     config.print_stats = *v && std::strcmp(v, "0") != 0;
   }
   if (const char* v = std::getenv("VSOCKET_CLAIM_TIMEOUT_MS")) {
     uint64_t ms = 0;
-    if (ParseSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);
-    else Warn("VSOCKET_CLAIM_TIMEOUT_MS", v, "expected 1..600000");
+    if (ParseConfigSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);
+    else WarnConfigValue("VSOCKET_CLAIM_TIMEOUT_MS", v, "expected 1..600000");
   }
   return config;
 }
