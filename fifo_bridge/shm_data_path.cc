@@ -76,11 +76,16 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
       MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
     return kStreamMoved;
   }
+  if (PeerMovedToTcp() && !(side_->local_flags.load(std::memory_order_acquire) &
+                            kLocalTxOnTcp)) {
+    FollowPeerToTcp();
+  }
   SideLock lock(&side_->send_lock);
   if (revoked()) return kStreamMoved;
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
   if (local & kLocalReset) return ResetOutcome(/*sending=*/true);
   if (local & kLocalShutWrite) return -EPIPE;
+  if (local & kLocalTxOnTcp) return SendOnTcp(iov, iovcnt, skip);
   if ((tx_->flags.load(std::memory_order_acquire) |
        rx_->flags.load(std::memory_order_acquire)) & kReset) {
     return ResetOutcome(/*sending=*/true);
@@ -120,7 +125,17 @@ ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
                               int iovcnt, size_t skip, bool peek) {
   // An -EAGAIN of the call's first attempt goes back to the application
   // only in a non-blocking call.
+  if (PeerMovedToTcp() && consumer_->Available() == 0) {
+    // Everything the peer wrote to the ring has been read: TCP is next.
+    FollowPeerToTcp();
+    if (revoked()) return kStreamMoved;
+  }
   ssize_t r = ReadOnce(iov, iovcnt, skip, peek, call.nonblocking && skip == 0);
+  if (r > 0 && !peek && PeerMovedToTcp() && consumer_->Available() == 0) {
+    // That was the ring's last byte: move now, so that poll and epoll on
+    // the user's number see TCP's readiness from here on.
+    FollowPeerToTcp();
+  }
   if (r <= 0 && r != -EAGAIN && r != kStreamMoved) UpdateHangup();
   return r;
 }
@@ -178,7 +193,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
                   (kProducerClosed | kReset));
         },
         [this] {
-          return revoked() ||
+          return revoked() || PeerMovedToTcp() ||
                  (side_->local_flags.load(std::memory_order_relaxed) &
                   kLocalPeerGone);
         },
@@ -193,7 +208,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
   int64_t deadline_ns = call.deadline_ns();
   SignalRestartWindow signals;
   for (;;) {
-    if (revoked()) return 0;
+    if (revoked() || PeerMovedToTcp()) return 0;
     uint32_t local = side_->local_flags.load(std::memory_order_acquire);
     if (consumer_->Available() != 0 ||
         (rx_->flags.load(std::memory_order_acquire) &
@@ -230,14 +245,29 @@ int ShmTransport::WaitReadable(StreamCall& call) {
 }
 
 int ShmTransport::WaitWritable(StreamCall& call) {
-  if (SpinUntil([this] { return producer_->FreeSpace() != 0; },
-                [this] { return revoked(); }, call.spin_ns)) {
-    return 0;
-  }
   int64_t deadline_ns = call.deadline_ns();
   SignalRestartWindow signals;
+  if (side_->local_flags.load(std::memory_order_acquire) & kLocalTxOnTcp) {
+    // Following the peer's move: our sends go to TCP.
+    for (;;) {
+      if (revoked()) return 0;
+      struct pollfd pfd = {tcp_fd_, POLLOUT, 0};
+      int r = PollUntil(&pfd, 1, deadline_ns);
+      if (r < 0) {
+        if (errno == EINTR && signals.ShouldRestart(deadline_ns >= 0)) continue;
+        return -errno;
+      }
+      if (r > 0) return 0;
+      if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns) return -EAGAIN;
+    }
+  }
+  if (SpinUntil([this] { return producer_->FreeSpace() != 0; },
+                [this] { return revoked() || PeerMovedToTcp(); },
+                call.spin_ns)) {
+    return 0;
+  }
   for (;;) {
-    if (revoked()) return 0;
+    if (revoked() || PeerMovedToTcp()) return 0;
     if (producer_->FreeSpace() != 0) return 0;
     uint32_t local = side_->local_flags.load(std::memory_order_acquire);
     if ((local & (kLocalPeerGone | kLocalReset)) ||

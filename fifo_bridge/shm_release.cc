@@ -28,7 +28,7 @@ void ShmTransport::Release() {
       // Data written before close must still arrive: hand it to TCP.
       MaybeRevoke(true, FallbackReason::kOfferRevoked);
     }
-    if (!revoked()) {
+    if (!revoked() && !PeerMovedToTcp()) {
       SideLock send_lock(&side_->send_lock);
       bool unread = consumer_->Available() != 0;
       if (unread) {
@@ -42,6 +42,17 @@ void ShmTransport::Release() {
       tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
       doorbell_->RingPeer();
       doorbell_->WakePeerWatcher();
+    }
+    if (!revoked() && PeerMovedToTcp()) {
+      // The peer moved to TCP before or while we closed: what it had not
+      // read goes there too, and then TCP ends the stream.
+      FollowPeerToTcp();
+      if (!revoked() && tcp_fd_ >= 0) {
+        // Bytes of the ring stay unread: the kernel would reset.
+        struct linger abort_on_close = {1, 0};
+        sys::setsockopt(tcp_fd_, SOL_SOCKET, SO_LINGER, &abort_on_close,
+                        sizeof(abort_on_close));
+      }
     }
   }
   UnwatchDeadline(this);

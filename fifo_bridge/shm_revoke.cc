@@ -27,12 +27,20 @@ namespace vsocket::fifo {
 namespace sys = ::vsocket::sys;
 
 void ShmTransport::CheckLiveness() {
-  if (side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone)
+  // After a move to TCP its bytes are the stream's, not a protocol error.
+  if (side_->local_flags.load(std::memory_order_acquire) &
+      (kLocalPeerGone | kLocalRevoked))
     return;
   char byte;
   ssize_t n = sys::recv(tcp_fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
     return;
+  if (WeMovedToTcp()) return;  // TCP carries the stream now
+  if (PeerMovedToTcp()) {
+    // TCP carries the stream now: its bytes and its end are data.
+    FollowPeerToTcp();
+    return;
+  }
   if (n > 0) {
     if (!IsClaimed()) {
       MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
@@ -65,9 +73,9 @@ void ShmTransport::CheckLiveness() {
   UpdateHangup();
 }
 
-void ShmTransport::RetireHere(FallbackReason reason) {
+bool ShmTransport::RetireHere(FallbackReason reason) {
   std::lock_guard<std::mutex> lock(retire_mu_);
-  if (successor()) return;
+  if (successor()) return false;
   // The user's descriptor number now names the TCP socket (the interposer
   // moves its epoll registrations along: vsocket/descriptor_swap.h).
   struct Swap {
@@ -93,15 +101,32 @@ void ShmTransport::RetireHere(FallbackReason reason) {
   doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
   // The TCP socket stays ours (tcp_fd_, closed by Release); the successor
   // names it by the user's number, which the socket layer owns.
-  Retire(std::make_unique<TcpTransport>(swap.user, reason));
+  Retire(TcpTransport::AfterSwap(swap.user, reason));
+  return true;
+}
+
+void ShmTransport::CountMove(bool retired, FallbackReason reason,
+                             const char* detail) {
+  if (!retired) return;
+  StatsConnectionMoved(kShmKind, TransportKind::kTcp);
+  StatsFallback(reason, detail);
 }
 
 Transport* ShmTransport::MovedTo() {
   if (Transport* next = successor()) return next;
   if (!revoked()) return nullptr;
-  // Another process holding the connection (fork) revoked it.
+  // Another process holding the connection (fork) revoked or moved it.
   FallbackReason reason = reason_.load(std::memory_order_acquire);
-  RetireHere(reason != FallbackReason::kNone ? reason : FallbackReason::kOfferRevoked);
+  if (reason == FallbackReason::kNone) {
+    reason = static_cast<FallbackReason>(
+        side_->moved_reason.load(std::memory_order_relaxed));
+  }
+  if (reason == FallbackReason::kNone) reason = FallbackReason::kOfferRevoked;
+  bool retired = RetireHere(reason);
+  // A move of a claimed connection made elsewhere counts in every process
+  // that held it; a revoked offer counts once, in the process that revoked.
+  if (side_->moved_reason.load(std::memory_order_relaxed) != 0)
+    CountMove(retired, reason, "another holder moved the stream to TCP");
   return successor();
 }
 
@@ -119,8 +144,10 @@ void ShmTransport::OnDeadline() {
 
 bool ShmTransport::OnLivenessEvent() {
   CheckLiveness();
+  // After the peer's move, TCP readiness is data, which the application's
+  // calls take: stop watching it.
   return !revoked() && !(side_->local_flags.load(std::memory_order_acquire) &
-                         (kLocalPeerGone | kLocalReset));
+                         (kLocalPeerGone | kLocalReset | kLocalTxOnTcp));
 }
 
 bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
@@ -132,7 +159,7 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
   uint32_t expected = kOffered;
   if (!segment_->header()->claim.compare_exchange_strong(
           expected, kRevoked, std::memory_order_seq_cst)) {
-    if (expected == kClaimed) {
+    if (ClaimWasMade(expected)) {
       claimed_.store(true, std::memory_order_release);
       return revoked();
     }
@@ -142,28 +169,8 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
     if (expected != kRevoked) return revoked();
   }
   // Nobody consumed the ring: replay [0, head) into TCP, in order.
-  uint64_t head = side_->head;
-  uint8_t* data = segment_->data(Direction::kClientToServer);
-  uint64_t sent = 0;
-  int64_t give_up = MonotonicNs() + 10 * 1000000000ll;
-  while (sent < head) {
-    ssize_t n = sys::send(tcp_fd_, data + sent, head - sent,
-                       MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<uint64_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-        MonotonicNs() < give_up) {
-      struct pollfd pfd = {tcp_fd_, POLLOUT, 0};
-      sys::poll(&pfd, 1, 100);
-      continue;
-    }
-    VSOCKET_LOG(kWarn, "could not replay %llu buffered bytes into TCP",
-                static_cast<unsigned long long>(head - sent));
-    break;
-  }
+  SendRingBytesToTcp(segment_->data(Direction::kClientToServer), 0,
+                     side_->head);
   if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
   RetireHere(reason);
   // The sink stays open until Release(): it is registered with the watcher,

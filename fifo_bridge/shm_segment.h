@@ -29,13 +29,22 @@
 namespace vsocket::fifo {
 
 inline constexpr uint64_t kSegmentMagic = 0x3147455354534b56ull;  // "VSKTSEG1"
-inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kSegmentVersion = 2;  // 2: the move to TCP
 inline constexpr size_t kSegmentHeaderBytes = 4096;
 
 // SegmentHeader::claim values.
 inline constexpr uint32_t kOffered = 1;   // written by the client at creation
 inline constexpr uint32_t kClaimed = 2;   // CAS by the server in accept()
 inline constexpr uint32_t kRevoked = 3;   // CAS by the client: use TCP
+// CAS from kClaimed by the side that moves a claimed connection to its TCP
+// connection (shm_move_to_tcp.cc): it stopped both its rings at that moment.
+inline constexpr uint32_t kMovedByClient = 4;
+inline constexpr uint32_t kMovedByServer = 5;
+
+// A claim was made (the connection may have moved to TCP since).
+inline constexpr bool ClaimWasMade(uint32_t claim) {
+  return claim == kClaimed || claim == kMovedByClient || claim == kMovedByServer;
+}
 
 struct SegmentHeader {
   uint64_t magic;

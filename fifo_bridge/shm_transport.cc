@@ -89,7 +89,7 @@ bool ShmTransport::revoked() const {
 
 bool ShmTransport::IsClaimed() {
   if (claimed_.load(std::memory_order_acquire)) return true;
-  if (segment_->header()->claim.load(std::memory_order_seq_cst) == kClaimed) {
+  if (ClaimWasMade(segment_->header()->claim.load(std::memory_order_seq_cst))) {
     claimed_.store(true, std::memory_order_release);
     return true;
   }
@@ -121,7 +121,10 @@ int ShmTransport::Shutdown(int how) {
   }
   if (how == SHUT_WR || how == SHUT_RDWR) {
     SideLock lock(&side_->send_lock);
-    side_->local_flags.fetch_or(kLocalShutWrite, std::memory_order_seq_cst);
+    uint32_t before =
+        side_->local_flags.fetch_or(kLocalShutWrite, std::memory_order_seq_cst);
+    // Following the peer's move to TCP, our stream's end goes there too.
+    if (before & kLocalTxOnTcp) sys::shutdown(tcp_fd_, SHUT_WR);
     tx_->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
     tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
     if (IsClaimed()) {
@@ -141,7 +144,10 @@ int ShmTransport::ReadableBytes() {
 }
 
 bool ShmTransport::DropStaleWakeup() {
-  if (revoked() || !IsClaimed()) return false;
+  // The wake-up that announced a move to TCP is stale unless TCP has data.
+  if (PeerMovedToTcp()) FollowPeerToTcp();
+  if (Transport* next = MovedTo()) return next->DropStaleWakeup();
+  if (!IsClaimed()) return false;
   SideLock lock(&side_->recv_lock);
   if (revoked()) return false;
   if (side_->local_flags.load(std::memory_order_acquire) &

@@ -128,6 +128,13 @@ class ShmTransport final : public Transport,
                                                       const InheritedFds& fds,
                                                       const char** why);
 
+  // ---- Moving a claimed connection to TCP (shm_move_to_tcp.cc) ----
+  // The initiator stops both rings at one CAS of the claim word; the peer
+  // follows: it resends over TCP what we had not read, drains what we had
+  // written, and then moves too.  See Transport::MoveToKernelTcp and
+  // docs/PROTOCOL.md ("Moving to TCP").
+  bool MoveToKernelTcp(FallbackReason reason) override;
+
   // Liveness watcher thread: the TCP connection reported EOF or an error.
   bool OnLivenessEvent() override;
   // Watcher thread: the peer asked us to drain its filler (see
@@ -160,8 +167,29 @@ class ShmTransport final : public Transport,
   // a TcpTransport on that number becomes successor().  Idempotent; any
   // thread.  REQUIRES: the offer is revoked, or both side locks are held
   // by a revoke in progress.  Lock order: side locks, then retire_mu_.
-  void RetireHere(FallbackReason reason);
+  // true when this call retired it (once per process).
+  bool RetireHere(FallbackReason reason);
+  // Counts this process's view of the connection as moved to TCP (once:
+  // pass RetireHere's result).
+  void CountMove(bool retired, FallbackReason reason, const char* detail);
   bool IsClaimed();
+
+  // ---- The peer's move to TCP (shm_move_to_tcp.cc) ----
+  // The peer has moved the connection to TCP (its CAS of the claim word).
+  bool PeerMovedToTcp() const;
+  // This side (this process or another holder of it) moved it.
+  bool WeMovedToTcp() const;
+  // Our half of the peer's move: resend [peer's tail, our head) of the tx
+  // ring over TCP (once per connection, whichever holder comes first), and
+  // once the rx ring is empty, retire here.  Until then receives drain the
+  // ring and sends go to TCP.  Any thread; may block on TCP for the resend.
+  // Lock order: send lock, then receive lock (as MaybeRevoke).
+  void FollowPeerToTcp();
+  // A send after the resend: straight to the TCP connection, non-blocking.
+  ssize_t SendOnTcp(const struct iovec* iov, int iovcnt, size_t skip);
+  // Writes ring bytes [from, to) of `data` (a ring of `capacity` bytes)
+  // into TCP, waiting for room for up to 10 s.  Returns the bytes written.
+  uint64_t SendRingBytesToTcp(const uint8_t* data, uint64_t from, uint64_t to);
 
   // ---- StreamSteps (vsocket/stream_io.h): SendMsg/RecvMsg ----
   // BeginCall opens a blocking receive's busy-poll phase before its first

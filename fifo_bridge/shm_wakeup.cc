@@ -165,6 +165,10 @@ void ShmTransport::OnSinkEvent() {
     MaybeRevoke(true, FallbackReason::kClaimDeclined);
     return;
   }
+  if (PeerMovedToTcp()) {
+    FollowPeerToTcp();
+    return;
+  }
   LiftPeerWriterBlock();
   UpdateHangup();
 }

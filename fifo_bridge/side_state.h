@@ -28,6 +28,9 @@ inline constexpr uint32_t kLocalReadHangupShown = 1u << 6;  // POLLRDHUP raised
 inline constexpr uint32_t kLocalHangupShown = 1u << 7;      // POLLHUP raised
 // The one send TCP accepts after the peer's close was made (dropped).
 inline constexpr uint32_t kLocalSentToClosedPeer = 1u << 8;
+// The peer moved the connection to TCP and we have resent what it had not
+// read: our sends go to TCP while our receive ring drains.
+inline constexpr uint32_t kLocalTxOnTcp = 1u << 9;
 
 struct SideState {
   pthread_mutex_t send_lock;  // robust, process-shared
@@ -38,6 +41,8 @@ struct SideState {
   std::atomic<uint32_t> spinners;    // threads busy-polling the rx ring
   std::atomic<uint32_t> local_flags;
   std::atomic<int32_t> pending_error;  // for SO_ERROR
+  // The FallbackReason of a move to TCP, for every holder's successor.
+  std::atomic<uint32_t> moved_reason;
 };
 
 // Bytes of the mapping (one page).

@@ -67,6 +67,11 @@ Config Load() {
   if (const char* v = std::getenv("VSOCKET_STATS")) {
     config.print_stats = *v && std::strcmp(v, "0") != 0;
   }
+  if (const char* v = std::getenv("VSOCKET_STDIO")) {
+    if (!std::strcmp(v, "tcp")) config.stdio_on_tcp = true;
+    else if (!std::strcmp(v, "keep")) config.stdio_on_tcp = false;
+    else WarnConfigValue("VSOCKET_STDIO", v, "expected tcp or keep; using tcp");
+  }
   if (const char* v = std::getenv("VSOCKET_CLAIM_TIMEOUT_MS")) {
     uint64_t ms = 0;
     if (ParseConfigSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);

@@ -31,6 +31,12 @@ struct Config {
   // How long an offer may stay unclaimed before the client gives up and
   // uses TCP (and a server drops a parked, unclaimed handshake).
   uint32_t claim_timeout_ms = 3000;     // VSOCKET_CLAIM_TIMEOUT_MS
+  // A connection placed on descriptor 0, 1 or 2, given to fdopen(), or
+  // inherited there by an exec'd image moves to kernel TCP, because glibc's
+  // stdio reads and writes behind the interposer (reason
+  // stdio_descriptor).  false ("keep") leaves it on its transport: for
+  // inetd-style programs known to use read(2)/write(2) only.
+  bool stdio_on_tcp = true;             // VSOCKET_STDIO=tcp|keep
 };
 
 // The configuration of this process.

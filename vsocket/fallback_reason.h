@@ -26,6 +26,10 @@ enum class FallbackReason {
   kRdmaSetupFailed,       // channel setup failed, or the pairing was lost
   kTransportUnavailable,  // VSOCKET_TRANSPORT names no transport of this build
   kClaimDeclined,         // the accepting process could not claim the offer
+  kExecNotPreloaded,      // exec into an image that is not preloaded
+  kStdioDescriptor,       // placed on 0, 1 or 2, or given to fdopen (stdio)
+  kPeerMovedToTcp,        // the peer moved the connection to TCP
+  kFdLimit,               // private descriptors would exceed RLIMIT_NOFILE
   kCount,
 };
 

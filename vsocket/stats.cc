@@ -61,6 +61,10 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kRdmaSetupFailed: return "rdma_setup_failed";
     case FallbackReason::kTransportUnavailable: return "transport_unavailable";
     case FallbackReason::kClaimDeclined: return "claim_declined";
+    case FallbackReason::kExecNotPreloaded: return "exec_not_preloaded";
+    case FallbackReason::kStdioDescriptor: return "stdio_descriptor";
+    case FallbackReason::kPeerMovedToTcp: return "peer_moved_to_tcp";
+    case FallbackReason::kFdLimit: return "fd_limit";
     case FallbackReason::kCount: break;
   }
   return "unknown";

@@ -1,8 +1,10 @@
 #include "vsocket/tcp_transport.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include "base/real_libc.h"
+#include "vsocket/wait.h"
 
 namespace vsocket {
 
@@ -26,6 +28,23 @@ int TcpTransport::ReadableBytes() {
   int n = 0;
   if (sys::ioctl(fd_, FIONREAD, &n) != 0) return -1;
   return n;
+}
+
+std::unique_ptr<TcpTransport> TcpTransport::AfterSwap(int fd,
+                                                     FallbackReason reason) {
+  auto t = std::make_unique<TcpTransport>(fd, reason);
+  t->swapped_at_ns_ = MonotonicNs();
+  return t;
+}
+
+bool TcpTransport::DropStaleWakeup() {
+  // The woken waiters report within moments of the swap; later reports
+  // come from waits that looked at the TCP socket itself.
+  constexpr int64_t kWakeWindowNs = 1000000000;
+  if (swapped_at_ns_ == 0 || MonotonicNs() - swapped_at_ns_ > kWakeWindowNs)
+    return false;
+  struct pollfd pfd = {fd_, POLLIN, 0};
+  return sys::poll(&pfd, 1, 0) == 0;
 }
 
 int TcpTransport::TakeError() {

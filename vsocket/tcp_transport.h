@@ -4,6 +4,9 @@
 #ifndef VSOCKET_VSOCKET_TCP_TRANSPORT_H_
 #define VSOCKET_VSOCKET_TCP_TRANSPORT_H_
 
+#include <cstdint>
+#include <memory>
+
 #include "vsocket/transport.h"
 
 namespace vsocket {
@@ -13,6 +16,11 @@ class TcpTransport final : public Transport {
   // Takes no ownership: `fd` is the user's descriptor, closed by the socket
   // layer.
   TcpTransport(int fd, FallbackReason reason) : fd_(fd), reason_(reason) {}
+  // The successor of a transport that has just put the TCP socket at the
+  // user's number `fd` with dup3 (a fallback).  A poll or select that was
+  // asleep on the old file at that moment was woken on purpose and reports
+  // the number readable; DropStaleWakeup() then asks the TCP socket.
+  static std::unique_ptr<TcpTransport> AfterSwap(int fd, FallbackReason reason);
 
   TransportKind kind() const override { return TransportKind::kTcp; }
   uint32_t capabilities() const override { return kCapKernelStream; }
@@ -23,6 +31,9 @@ class TcpTransport final : public Transport {
   int Shutdown(int how) override;
   int ReadableBytes() override;
   int TakeError() override;
+  // Right after a swap (AfterSwap), true when the TCP socket has nothing
+  // to read: a waiter woken on the old file must not block in read().
+  bool DropStaleWakeup() override;
   int user_fd() const override { return fd_; }
   int tcp_fd() const override { return fd_; }
   void MoveUserFd(int fd) override { fd_ = fd; }
@@ -31,6 +42,7 @@ class TcpTransport final : public Transport {
  private:
   int fd_;
   FallbackReason reason_;
+  int64_t swapped_at_ns_ = 0;  // AfterSwap's time; 0: never swapped
 };
 
 }  // namespace vsocket

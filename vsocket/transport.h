@@ -130,6 +130,20 @@ class Transport {
   virtual void BeforeExec() {}
   virtual void AfterFailedExec() {}
 
+  // ---- Moving to kernel TCP while connected ----
+  // Code that bypasses vsocket is about to use the connection (a program
+  // image that is not preloaded, glibc's stdio): move the stream onto its
+  // kernel TCP connection now, with no byte lost or repeated, so that
+  // user_fd() becomes that TCP socket and successor() a TcpTransport.  The
+  // peer follows by itself.  true when done (or when the connection already
+  // is kernel TCP); false when it cannot be done (then nothing changed, or
+  // the connection was reset), and the caller keeps its old treatment.
+  // Any thread; does not block on the peer.  Default: false.
+  virtual bool MoveToKernelTcp(FallbackReason reason) {
+    (void)reason;
+    return false;
+  }
+
   // ---- Zero-copy calls of the explicit API (vsocket/zerocopy_api.cc) ----
   // Same blocking, timeout, EPIPE/SIGPIPE/MSG_NOSIGNAL and errno rules as
   // SendMsg/RecvMsg.  The defaults (transport_zerocopy.cc) copy; a

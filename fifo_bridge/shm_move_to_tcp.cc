@@ -1,0 +1,212 @@
+// Moving a claimed shared-memory connection onto its kernel TCP connection
+// (docs/PROTOCOL.md, "Moving to TCP"): before an exec into an image that is
+// not preloaded, before stdio gets the descriptor, or to give descriptors
+// back.  The TCP connection opened first has carried no byte since the
+// claim, so it can carry the rest of the stream if both sides agree where
+// the rings stop:
+//  - the initiator, holding both its side locks, CASes the claim word from
+//    kClaimed to kMovedBy<role>.  From then on it neither produces into its
+//    tx ring nor consumes from its rx ring; it puts the TCP socket at the
+//    user's number and retires at once.
+//  - the peer, on seeing the word (its watcher is woken; its calls look
+//    too), resends over TCP the bytes of its tx ring the initiator had not
+//    consumed, [tail, head), then sends everything else there.  It reads
+//    its rx ring to the end (all the initiator will ever write to it) and
+//    then retires too, so its reads continue on TCP in order.
+// Each direction's bytes thus arrive once, in order: ring first, then TCP.
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/real_libc.h"
+#include "fifo_bridge/shm_transport.h"
+#include "vsocket/log.h"
+#include "vsocket/stats.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::fifo {
+
+namespace sys = ::vsocket::sys;
+
+namespace {
+
+constexpr int64_t kResendGiveUpNs = 10 * 1000000000ll;
+
+uint32_t MovedBy(ShmTransport::Role role) {
+  return role == ShmTransport::Role::kClient ? kMovedByClient : kMovedByServer;
+}
+
+}  // namespace
+
+bool ShmTransport::WeMovedToTcp() const {
+  return segment_ &&
+         segment_->header()->claim.load(std::memory_order_acquire) == MovedBy(role_);
+}
+
+bool ShmTransport::PeerMovedToTcp() const {
+  uint32_t peer_move = MovedBy(role_ == Role::kClient ? Role::kServer
+                                                      : Role::kClient);
+  return segment_ &&
+         segment_->header()->claim.load(std::memory_order_acquire) == peer_move;
+}
+
+uint64_t ShmTransport::SendRingBytesToTcp(const uint8_t* data, uint64_t from,
+                                          uint64_t to) {
+  uint64_t capacity = segment_->capacity();
+  uint64_t at = from;
+  int64_t give_up = MonotonicNs() + kResendGiveUpNs;
+  while (at < to) {
+    uint64_t offset = at & (capacity - 1);
+    size_t chunk = static_cast<size_t>(std::min(to - at, capacity - offset));
+    ssize_t n = sys::send(tcp_fd_, data + offset, chunk,
+                          MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      at += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+        MonotonicNs() < give_up) {
+      struct pollfd pfd = {tcp_fd_, POLLOUT, 0};
+      sys::poll(&pfd, 1, 100);
+      continue;
+    }
+    VSOCKET_LOG(kWarn, "could not resend %llu ring bytes into TCP",
+                static_cast<unsigned long long>(to - at));
+    break;
+  }
+  return at - from;
+}
+
+bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
+  if (successor()) return true;
+  if (!IsClaimed()) {
+    // An unclaimed client offer moves the way a timeout moves it (nothing
+    // was consumed: the whole ring is replayed).
+    return role_ == Role::kClient && MaybeRevoke(true, reason);
+  }
+  if (PeerMovedToTcp()) {
+    // The peer was first: follow it.  Done only if nothing it wrote is
+    // still unread here (our caller cannot deliver the rest).
+    FollowPeerToTcp();
+    return revoked();
+  }
+  {
+    SideLock send_lock(&side_->send_lock);
+    SideLock recv_lock(&side_->recv_lock);
+    if (revoked()) {
+      MovedTo();
+      return true;
+    }
+    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    if ((local & (kLocalReset | kLocalPeerGone)) ||
+        ((tx_->flags.load(std::memory_order_acquire) |
+          rx_->flags.load(std::memory_order_acquire)) & kReset)) {
+      return false;  // nothing to move: the connection is over
+    }
+    uint32_t expected = kClaimed;
+    if (!segment_->header()->claim.compare_exchange_strong(
+            expected, MovedBy(role_), std::memory_order_seq_cst)) {
+      if (!PeerMovedToTcp()) return false;
+      // The peer moved between our look and the CAS: follow it (below).
+    } else {
+      // Past this point our rings are stopped, and TCP bytes are data,
+      // not a protocol error (CheckLiveness).  A peer that closed its last
+      // descriptor (not just shut down writing) after writing bytes we have
+      // not read may be gone and unable to resend them: report that
+      // instead of losing them silently.  (Its Release looks at the claim
+      // word after closing, so one of us sees the other.)
+      if ((tx_->flags.load(std::memory_order_seq_cst) & kConsumerClosed) &&
+          consumer_->Available() != 0) {
+        ResetConnection("moved to TCP after the peer closed with unread data");
+        return false;
+      }
+      // Other holders of our side (forked processes) follow from here on.
+      side_->moved_reason.store(static_cast<uint32_t>(reason),
+                                std::memory_order_relaxed);
+      side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
+      if (local & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
+      // The peer may be blocked on a full ring: lift its block and wake it
+      // and its watcher, which sees the claim word and follows.
+      LiftPeerWriterBlock();
+      tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+      doorbell_->RingPeer();
+      doorbell_->WakePeerWatcher();
+      segment_->Unlink();
+      reason_.store(reason, std::memory_order_release);
+      CountMove(RetireHere(reason), reason,
+                "a connected shared-memory stream moved to TCP");
+      return true;
+    }
+  }
+  FollowPeerToTcp();
+  return revoked();
+}
+
+void ShmTransport::FollowPeerToTcp() {
+  SideLock send_lock(&side_->send_lock);
+  SideLock recv_lock(&side_->recv_lock);
+  if (revoked()) {
+    MovedTo();
+    return;
+  }
+  uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+  if (!(local & kLocalTxOnTcp)) {
+    // The peer stopped consuming at the tail it published last: the bytes
+    // from there to our head never reached it.
+    uint64_t head = side_->head;
+    uint64_t tail = tx_->tail.load(std::memory_order_acquire);
+    if (tail > head || head - tail > segment_->capacity()) {
+      ResetConnection("peer published an impossible consumer index");
+      return;
+    }
+    Direction tx = role_ == Role::kClient ? Direction::kClientToServer
+                                          : Direction::kServerToClient;
+    SendRingBytesToTcp(segment_->data(tx), tail, head);
+    if (local & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
+    side_->local_flags.fetch_or(kLocalTxOnTcp, std::memory_order_seq_cst);
+    segment_->Unlink();
+  }
+  if (consumer_->Available() != 0) {
+    // The application reads the rest of the ring first; the read that
+    // empties it comes back here.
+    SignalSelf();
+    return;
+  }
+  side_->moved_reason.store(static_cast<uint32_t>(FallbackReason::kPeerMovedToTcp),
+                            std::memory_order_relaxed);
+  side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
+  reason_.store(FallbackReason::kPeerMovedToTcp, std::memory_order_release);
+  CountMove(RetireHere(FallbackReason::kPeerMovedToTcp),
+            FallbackReason::kPeerMovedToTcp,
+            "the peer moved a shared-memory stream to TCP");
+}
+
+ssize_t ShmTransport::SendOnTcp(const struct iovec* iov, int iovcnt,
+                                size_t skip) {
+  struct iovec rest[64];
+  int n = 0;
+  for (int i = 0; i < iovcnt && n < 64; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    rest[n].iov_base = static_cast<char*>(iov[i].iov_base) + skip;
+    rest[n].iov_len = iov[i].iov_len - skip;
+    skip = 0;
+    ++n;
+  }
+  if (n == 0) return 0;
+  struct msghdr msg = {};
+  msg.msg_iov = rest;
+  msg.msg_iovlen = static_cast<size_t>(n);
+  ssize_t sent = sys::sendmsg(tcp_fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (sent < 0) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  StatsBytesSent(TransportKind::kTcp, static_cast<uint64_t>(sent));
+  return sent;
+}
+
+}  // namespace vsocket::fifo
