@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "preload/epoll_tracking.h"
+#include "preload/move_to_tcp.h"
 #include "preload/real_calls.h"
 #include "base/real_libc.h"
+#include "vsocket/config.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
@@ -136,9 +138,27 @@ void NoteAdoptedSocket(const std::shared_ptr<VirtualSocket>& vs,
   }
 }
 
+std::vector<int> NumbersOf(int fd) {
+  std::lock_guard<std::mutex> lock(St().mutex);
+  auto vs = LookupSocket(fd);
+  if (!vs) return {};
+  auto it = St().aliases.find(vs.get());
+  if (it == St().aliases.end()) return {fd};
+  return it->second;
+}
+
 int HighestVirtualFd() { return g_highest.load(std::memory_order_relaxed); }
 
 int Duplicate(DupOp op, int oldfd, int target, int flags) {
+  bool onto_number = op == DupOp::kDup2 || op == DupOp::kDup3;
+  bool may_land_on_stdio = onto_number ? (target >= 0 && target <= 2 && target != oldfd)
+                                       : (op != DupOp::kDup && target <= 2);
+  if (may_land_on_stdio && GetConfig().stdio_on_tcp && !SharesParentMemory()) {
+    // glibc's stdio reads and writes 0, 1 and 2 behind the interposer's
+    // back (and an exec'd program that uses them may not be preloaded):
+    // a connection placed there continues on kernel TCP.
+    MoveConnectionToKernelTcp(oldfd, FallbackReason::kStdioDescriptor);
+  }
   std::shared_ptr<VirtualSocket> vs_old, vs_new, dropped;
   int result;
   {

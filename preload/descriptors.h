@@ -49,6 +49,9 @@ int CloseDescriptor(int fd);
 // the kernel closes on its own (close_range, exec) or is about to replace.
 void ForgetDescriptor(int fd);
 
+// Every number of the socket behind `fd` in this process (just `fd` when
+// it has no duplicates; empty when it is not a virtual socket).
+std::vector<int> NumbersOf(int fd);
 // True in a child made by vfork() (or clone(CLONE_VM)) that has not exec'd
 // yet: it shares the parent's memory, so it must not change the tables.
 bool SharesParentMemory();

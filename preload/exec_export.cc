@@ -7,14 +7,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
 #include "fifo_bridge/shm_provider.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
+#include "preload/move_to_tcp.h"
 #include "preload/preload_internal.h"
 #include "base/real_libc.h"
+#include "vsocket/config.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/virtual_socket.h"
 
@@ -79,16 +82,41 @@ bool IsInheritedVariable(const char* entry) {
   return std::strncmp(entry, kInheritedVariable, n) == 0 && entry[n] == '=';
 }
 
-// Today's treatment of one number: released (unless in a vfork child), and
-// replaced by a reset socket if it is a shared-memory connection's wait
-// socket that the new image inherits.
-void ReleaseForExec(int fd, bool shared_memory) {
-  if (!shared_memory) ForgetDescriptor(fd);
+// The treatment of one number that is not handed over: a connection the
+// new image inherits moves to kernel TCP first (unless in a vfork child,
+// which must not change the parent's tables); then the number is released,
+// and replaced by a reset socket if it still is a connection's wait socket
+// (the move was impossible).
+void ReleaseForExec(int fd, bool shared_memory, FallbackReason reason) {
   int fd_flags = sys::fcntl(fd, F_GETFD);
+  bool inherited = fd_flags >= 0 && !(fd_flags & FD_CLOEXEC);
+  if (!shared_memory && inherited) MoveConnectionToKernelTcp(fd, reason);
+  if (!shared_memory) ForgetDescriptor(fd);
   // A virtual socket's number names an AF_INET/AF_INET6 socket, or the
   // AF_UNIX wait socket of a shared-memory connection.
-  if (fd_flags >= 0 && !(fd_flags & FD_CLOEXEC) && IsUnixSocket(fd))
-    ReplaceWithResetSocket(fd);
+  if (inherited && IsUnixSocket(fd)) ReplaceWithResetSocket(fd);
+}
+
+// A connection with bytes it has not read yet moves first: as the side
+// that starts a move, its peer resends them over TCP.  (When both ends of
+// a connection are in this process, the end that only follows would have
+// to read them from the ring, which the new image cannot.)
+bool HasUnreadBytes(int fd) {
+  auto vs = LookupSocket(fd);
+  if (!vs || vs->state() != VirtualSocket::State::kConnected) return false;
+  Transport* t = vs->TransportFinishingConnect(fd);
+  int saved = errno;
+  bool unread = t && !(t->capabilities() & kCapKernelStream) &&
+                t->ReadableBytes() > 0;
+  errno = saved;
+  return unread;
+}
+
+bool AnyStdio(const std::vector<int>& fds) {
+  for (int fd : fds) {
+    if (fd <= 2) return true;
+  }
+  return false;
 }
 
 void AppendNumbers(std::string* out, const std::vector<int>& fds) {
@@ -132,8 +160,12 @@ void ExecExport::Prepare(char* const* envp) {
   bool shared_memory = SharesParentMemory();
   if (shared_memory || !PreloadsVsocket(envp)) {
     // No allocation here: this may be a vfork child.
-    for (int fd = 0; fd <= highest; ++fd) {
-      if (Ours(fd) && LookupSocket(fd)) ReleaseForExec(fd, shared_memory);
+    for (int pass = shared_memory ? 1 : 0; pass < 2; ++pass) {
+      for (int fd = 0; fd <= highest; ++fd) {
+        if (!Ours(fd) || !LookupSocket(fd)) continue;
+        if (pass == 0 && !HasUnreadBytes(fd)) continue;
+        ReleaseForExec(fd, shared_memory, FallbackReason::kExecNotPreloaded);
+      }
     }
     errno = saved;
     return;
@@ -156,9 +188,19 @@ void ExecExport::Prepare(char* const* envp) {
     int fd_flags = sys::fcntl(fd, F_GETFD);
     if (fd_flags >= 0 && !(fd_flags & FD_CLOEXEC)) g.inherited.push_back(fd);
   }
+  std::stable_partition(groups.begin(), groups.end(), [](const Group& g) {
+    return HasUnreadBytes(g.all.front());
+  });
   for (Group& g : groups) {
-    if (g.inherited.empty() || !Export(g.socket, g.inherited)) {
-      for (int fd : g.all) ReleaseForExec(fd, false);
+    // A connection the new image gets as 0, 1 or 2 is for its stdio, which
+    // bypasses the interposer: it goes as kernel TCP.
+    bool stdio = GetConfig().stdio_on_tcp && AnyStdio(g.inherited);
+    if (g.inherited.empty() || stdio || !Export(g.socket, g.inherited)) {
+      for (int fd : g.all) {
+        ReleaseForExec(fd, false,
+                       stdio ? FallbackReason::kStdioDescriptor
+                             : FallbackReason::kExecNotPreloaded);
+      }
     }
   }
   bool stale = false;

@@ -1,5 +1,5 @@
 // socket, bind, listen, accept, accept4, connect, shutdown, close,
-// close_range, closefrom, dup, dup2, dup3.
+// close_range, closefrom, fclose, fdopen, dup, dup2, dup3.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include "preload/descriptors.h"
+#include "preload/move_to_tcp.h"
 #include "preload/epoll_spin.h"
 #include "preload/epoll_tracking.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "base/real_libc.h"
+#include "vsocket/config.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
 
@@ -89,10 +91,20 @@ VSP_EXPORT int close(int fd) {
   return vsocket::preload::CloseDescriptor(fd);
 }
 
+// stdio reads and writes with libc's internal calls, which no interposer
+// sees: a connection given to fdopen() continues on kernel TCP.
+VSP_EXPORT FILE* fdopen(int fd, const char* mode) __THROW {
+  if (Ours(fd) && vsocket::GetConfig().stdio_on_tcp &&
+      !vsocket::preload::SharesParentMemory()) {
+    vsocket::preload::MoveConnectionToKernelTcp(
+        fd, vsocket::FallbackReason::kStdioDescriptor);
+  }
+  return real::fdopen(fd, mode);
+}
+
 // fclose() closes its descriptor with libc's internal close, which no
 // interposer sees: forget a virtual socket's number first, or a later file
-// that reuses the number would be taken for the old socket.  (stdio on a
-// shared-memory connection does not work at all: docs/COMPATIBILITY.md.)
+// that reuses the number would be taken for the old socket.
 VSP_EXPORT int fclose(FILE* stream) {
   int fd = stream ? ::fileno(stream) : -1;
   if (fd >= 0 && Ours(fd)) vsocket::preload::ForgetDescriptor(fd);

@@ -79,4 +79,16 @@ void closefrom(int lowfd) {
   if (Fn fn = ::vsocket::sys::NextSymbol(&cache, "closefrom")) fn(lowfd);
 }
 
+// fdopen fails with a null FILE, not -1.
+FILE* fdopen(int fd, const char* mode) {
+  using Fn = FILE* (*)(int, const char*);
+  static std::atomic<Fn> cache{nullptr};
+  Fn fn = ::vsocket::sys::NextSymbol(&cache, "fdopen");
+  if (!fn) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  return fn(fd, mode);
+}
+
 }  // namespace vsocket::preload::real

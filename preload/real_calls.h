@@ -38,6 +38,7 @@ ssize_t splice(int fd_in, off_t* off_in, int fd_out, off_t* off_out,
 int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags);
 int close_range(unsigned int first, unsigned int last, int flags);
 void closefrom(int lowfd);
+FILE* fdopen(int fd, const char* mode);
 int fclose(FILE* stream);
 int execve(const char* path, char* const argv[], char* const envp[]);
 int execvp(const char* file, char* const argv[]);

@@ -7,7 +7,7 @@ packages=(
   g++ cmake make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev
-  python3 iperf3 socat netcat-openbsd
+  python3 iperf3 socat netcat-openbsd ucspi-tcp openbsd-inetd
 )
 if [[ "${1:-}" == "--apps" ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached

@@ -30,7 +30,7 @@ TEST(Exports, OnlyTheInterposedSymbols) {
   while (nm >> addr >> type >> name) defined.insert(name);
   const std::set<std::string> expected = {
       "socket", "bind", "listen", "accept", "accept4", "connect", "shutdown",
-      "close", "close_range", "closefrom", "fclose", "dup", "dup2", "dup3",
+      "close", "close_range", "closefrom", "fclose", "fdopen", "dup", "dup2", "dup3",
       "read", "readv", "write", "writev", "recv", "recvfrom", "recvmsg",
       "recvmmsg", "send", "sendto", "sendmsg", "sendmmsg",
       "sendfile", "sendfile64", "splice",

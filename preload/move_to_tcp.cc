@@ -1,0 +1,57 @@
+#include "preload/move_to_tcp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+#include <vector>
+
+#include "base/real_libc.h"
+#include "preload/descriptors.h"
+#include "preload/exec_handover.h"
+#include "vsocket/descriptor_swap.h"
+#include "vsocket/socket_table.h"
+#include "vsocket/transport.h"
+#include "vsocket/virtual_socket.h"
+
+namespace vsocket::preload {
+
+namespace {
+
+struct Copy {
+  int from;
+  int onto;
+};
+
+// Makes `onto` a duplicate of `from`, keeping its close-on-exec flag; the
+// descriptor-swap hook moves its epoll registrations along.
+void DuplicateOnto(void* arg) {
+  auto* c = static_cast<Copy*>(arg);
+  int fd_flags = sys::fcntl(c->onto, F_GETFD);
+  sys::dup3(c->from, c->onto, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+}
+
+}  // namespace
+
+bool MoveConnectionToKernelTcp(int fd, FallbackReason reason) {
+  std::shared_ptr<VirtualSocket> vs = LookupSocket(fd);
+  if (!vs || vs->state() != VirtualSocket::State::kConnected) return true;
+  Transport* t = vs->TransportFinishingConnect(fd);
+  if (!t || (t->capabilities() & kCapKernelStream)) return true;
+  int saved = errno;
+  std::vector<int> numbers = NumbersOf(fd);
+  int user = t->user_fd();
+  bool moved = t->MoveToKernelTcp(reason);
+  if (moved) {
+    // `user` names the TCP socket now; its duplicates still name the old
+    // wait socket.
+    for (int n : numbers) {
+      if (n == user || !IsVsocketWaitSocket(n)) continue;
+      Copy copy = {user, n};
+      ReplaceUserDescriptor(n, &DuplicateOnto, &copy);
+    }
+  }
+  errno = saved;
+  return moved;
+}
+
+}  // namespace vsocket::preload
