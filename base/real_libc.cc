@@ -86,31 +86,4 @@ int ioctl(int fd, unsigned long request, void* arg) {
 
 #undef VSOCKET_REAL
 
-namespace {
-
-// Half the soft descriptor limit, at most 1024: 512 with the usual 1024.
-int PrivateFdBase() {
-  static const int base = [] {
-    struct rlimit rl;
-    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
-        rl.rlim_cur >= 2048) {
-      return 1024;
-    }
-    return static_cast<int>(rl.rlim_cur / 2);
-  }();
-  return base;
-}
-
-}  // namespace
-
-int DupPrivate(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, PrivateFdBase()); }
-
-int MovePrivate(int fd) {
-  if (fd < 0 || fd >= PrivateFdBase()) return fd;
-  int moved = DupPrivate(fd);
-  if (moved < 0) return fd;
-  close(fd);
-  return moved;
-}
-
 }  // namespace vsocket::sys

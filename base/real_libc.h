@@ -63,15 +63,12 @@ int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms);
 int epoll_wait(int epfd, struct epoll_event* events, int maxevents, int timeout_ms);
 int dup3(int oldfd, int newfd, int flags);
 
-// Descriptors vsocket keeps for itself (doorbell sinks, liveness TCP
-// sockets, listener markers, the watcher's epoll) live above the numbers
-// programs use, so that a program that dup2()s onto numbers it believes
-// free (bash: `exec 5<>/dev/tcp/...`) cannot clobber them.
-// DupPrivate: a close-on-exec duplicate of `fd` at or above that range's
-// base, or -1 with errno.  MovePrivate: the same, closing `fd`; returns `fd`
-// unchanged when no number is free up there.
-int DupPrivate(int fd);
-int MovePrivate(int fd);
+}  // namespace vsocket::sys
+
+// DupPrivate, MovePrivate: where vsocket's own descriptors live.
+#include "base/private_fd.h"  // IWYU pragma: export
+
+namespace vsocket::sys {
 
 }  // namespace vsocket::sys
 

@@ -20,6 +20,7 @@ namespace vsocket::fifo {
 namespace {
 
 FallbackReason ReasonForSetupError(int err) {
+  if (err == -EMFILE || err == -ENFILE) return FallbackReason::kFdLimit;
   return err == -EADDRINUSE ? FallbackReason::kRendezvousNameInUse
                             : FallbackReason::kShmSetupFailed;
 }
@@ -28,8 +29,11 @@ FallbackReason ReasonForSetupError(int err) {
 class ShmPendingConnection final : public PendingConnection {
  public:
   ShmPendingConnection(std::unique_ptr<ShmSegment> segment,
-                       std::unique_ptr<Doorbell> doorbell)
-      : segment_(std::move(segment)), doorbell_(std::move(doorbell)) {}
+                       std::unique_ptr<Doorbell> doorbell,
+                       DescriptorReservation descriptors)
+      : segment_(std::move(segment)),
+        doorbell_(std::move(doorbell)),
+        descriptors_(std::move(descriptors)) {}
   // A withdrawn offer: the server's claim finds no segment (TCP).
   ~ShmPendingConnection() override {
     if (segment_) segment_->Unlink();
@@ -41,7 +45,10 @@ class ShmPendingConnection final : public PendingConnection {
   std::unique_ptr<Transport> Complete(int fd, FallbackReason* reason) override {
     *reason = FallbackReason::kShmSetupFailed;
     int liveness_fd = DuplicateAside(fd);
-    if (liveness_fd < 0) return nullptr;
+    if (liveness_fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) *reason = FallbackReason::kFdLimit;
+      return nullptr;
+    }
     int64_t deadline =
         MonotonicNs() + int64_t{GetConfig().claim_timeout_ms} * 1000000;
     int wait_fd = doorbell_->wait_fd();
@@ -49,9 +56,11 @@ class ShmPendingConnection final : public PendingConnection {
         ShmTransport::Role::kClient, std::move(segment_), std::move(doorbell_),
         liveness_fd, deadline);
     if (!transport) {
+      if (errno == EMFILE || errno == ENFILE) *reason = FallbackReason::kFdLimit;
       sys::close(liveness_fd);
       return nullptr;
     }
+    transport->HoldDescriptors(std::move(descriptors_));
     if (InstallAtUserNumber(wait_fd, fd) != 0) {
       return nullptr;  // the transport's destructor closes what it owns
     }
@@ -63,6 +72,7 @@ class ShmPendingConnection final : public PendingConnection {
  private:
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<Doorbell> doorbell_;
+  DescriptorReservation descriptors_;
 };
 
 // Server: the listener marker beside one listening socket.
@@ -114,6 +124,13 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
     *decline = {FallbackReason::kUidMismatch, true};
     return nullptr;
   }
+  DescriptorReservation descriptors = DescriptorReservation::Take();
+  if (!descriptors) {
+    // No room for this connection's private descriptors: TCP, at once.
+    Doorbell::DeclineOffer(key);
+    *decline = {FallbackReason::kFdLimit, true};
+    return nullptr;
+  }
   std::unique_ptr<ShmSegment> segment;
   int err = ShmSegment::OpenOffer(key, &segment);
   if (err != 0) {
@@ -156,10 +173,13 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
                                         std::move(segment), std::move(doorbell),
                                         tcp_fd, 0);
   if (!transport) {
+    bool no_descriptors = errno == EMFILE || errno == ENFILE;
     if (moved) sys::close(tcp_fd);
-    *decline = {FallbackReason::kShmSetupFailed, true};
+    *decline = {no_descriptors ? FallbackReason::kFdLimit
+                               : FallbackReason::kShmSetupFailed, true};
     return nullptr;
   }
+  transport->HoldDescriptors(std::move(descriptors));
   if (moved) sys::close(accepted_fd);
   transport->AfterClaim();
   *decline = {FallbackReason::kNone, true};
@@ -186,6 +206,8 @@ class ShmTransportProvider final : public TransportProvider {
     if (!probe.found) return {FallbackReason::kPeerNotVsocket, true};
     if (probe.uid != ::geteuid()) return {FallbackReason::kUidMismatch, true};
 
+    DescriptorReservation descriptors = DescriptorReservation::Take();
+    if (!descriptors) return {FallbackReason::kFdLimit, true};
     uint16_t port = EnsureLocalPort(fd, addr->sa_family);
     if (port == 0) return {FallbackReason::kShmSetupFailed, true};
     std::string key = ConnectionKey(dst, port);
@@ -202,8 +224,8 @@ class ShmTransportProvider final : public TransportProvider {
       segment->Unlink();
       return {ReasonForSetupError(err), true};
     }
-    *pending = std::make_unique<ShmPendingConnection>(std::move(segment),
-                                                      std::move(doorbell));
+    *pending = std::make_unique<ShmPendingConnection>(
+        std::move(segment), std::move(doorbell), std::move(descriptors));
     return {FallbackReason::kNone, true};
   }
 
@@ -245,7 +267,9 @@ class ShmTransportProvider final : public TransportProvider {
       *why = "malformed connection entry";
       return nullptr;
     }
-    return ShmTransport::AdoptInherited(role, user_fd, inherited, why);
+    auto transport = ShmTransport::AdoptInherited(role, user_fd, inherited, why);
+    if (transport) transport->HoldDescriptors(DescriptorReservation::Take(/*force=*/true));
+    return transport;
   }
 };
 

@@ -66,6 +66,7 @@ void ShmTransport::Release() {
   if (tcp_fd_ >= 0) sys::close(tcp_fd_);
   tcp_fd_ = -1;
   segment_.reset();
+  descriptors_.Give();
 }
 
 }  // namespace vsocket::fifo

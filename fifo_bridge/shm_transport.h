@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 
+#include "fifo_bridge/descriptor_budget.h"
 #include "fifo_bridge/doorbell.h"
 #include "fifo_bridge/shm_provider.h"
 #include "fifo_bridge/liveness_watcher.h"
@@ -85,6 +86,12 @@ class ShmTransport final : public Transport,
   int ReleaseInPlace(size_t n, const IoOptions& io) override;
   void BeforeFork() override;
   void Release() override;
+
+  // The budget entry of this connection's private descriptors, given back
+  // by Release().
+  void HoldDescriptors(DescriptorReservation reservation) {
+    descriptors_ = std::move(reservation);
+  }
 
   // Server side, right after a successful claim: wakes ourselves if the
   // client already wrote data.
@@ -255,6 +262,7 @@ class ShmTransport final : public Transport,
   bool watched_ = false;  // registered with the liveness watcher
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};
   std::mutex retire_mu_;  // serialises RetireHere
+  DescriptorReservation descriptors_;
   // The in-place view (shm_zerocopy.cc), one per connection in this
   // process.
   std::mutex inplace_mu_;      // guards inplace_view_

@@ -72,6 +72,11 @@ Config Load() {
     else if (!std::strcmp(v, "keep")) config.stdio_on_tcp = false;
     else WarnConfigValue("VSOCKET_STDIO", v, "expected tcp or keep; using tcp");
   }
+  if (const char* v = std::getenv("VSOCKET_FD_SHARE")) {
+    uint64_t percent = 0;
+    if (ParseConfigSize(v, &percent) && percent <= 90) config.fd_share_percent = static_cast<uint32_t>(percent);
+    else WarnConfigValue("VSOCKET_FD_SHARE", v, "expected a percentage 0..90");
+  }
   if (const char* v = std::getenv("VSOCKET_CLAIM_TIMEOUT_MS")) {
     uint64_t ms = 0;
     if (ParseConfigSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);

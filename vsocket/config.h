@@ -37,6 +37,10 @@ struct Config {
   // stdio_descriptor).  false ("keep") leaves it on its transport: for
   // inetd-style programs known to use read(2)/write(2) only.
   bool stdio_on_tcp = true;             // VSOCKET_STDIO=tcp|keep
+  // When vsocket's own descriptors must come out of the application's
+  // RLIMIT_NOFILE (its hard limit equals the soft one), the percentage of
+  // that limit they may take (fifo_bridge/descriptor_budget.h).
+  uint32_t fd_share_percent = 12;       // VSOCKET_FD_SHARE
 };
 
 // The configuration of this process.

@@ -1,0 +1,84 @@
+#include "base/private_fd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "base/real_libc.h"
+
+namespace vsocket::sys {
+namespace {
+
+// Room asked for above the soft limit during a raise.
+constexpr rlim_t kAboveRange = rlim_t{1} << 16;
+
+// Never destroyed: descriptors are made from atexit handlers too.
+std::mutex& RaiseMutex() {
+  static std::mutex* mutex = new std::mutex();
+  return *mutex;
+}
+
+// The lowest private number inside the application's table: half the soft
+// limit, at most 1024 (512 with the usual 1024).
+long InsideBase(rlim_t soft) {
+  if (soft == RLIM_INFINITY || soft >= 2048) return 1024;
+  return static_cast<long>(soft / 2);
+}
+
+bool RoomAboveSoftLimit(const struct rlimit& rl) {
+  return rl.rlim_cur != RLIM_INFINITY &&
+         (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > rl.rlim_cur);
+}
+
+}  // namespace
+
+int DupPrivate(int fd) {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return sys::fcntl(fd, F_DUPFD_CLOEXEC, 1024);
+  if (RoomAboveSoftLimit(rl)) {
+    std::lock_guard<std::mutex> lock(RaiseMutex());
+    struct rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max == RLIM_INFINITY
+                          ? rl.rlim_cur + kAboveRange
+                          : std::min(rl.rlim_max, rl.rlim_cur + kAboveRange);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      int copy = sys::fcntl(fd, F_DUPFD_CLOEXEC, static_cast<long>(rl.rlim_cur));
+      int saved = errno;
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+      errno = saved;
+      if (copy >= 0) return copy;
+    }
+  }
+  return sys::fcntl(fd, F_DUPFD_CLOEXEC, InsideBase(rl.rlim_cur));
+}
+
+int MovePrivate(int fd) {
+  if (fd < 0) return fd;
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    // Already where DupPrivate would put it.
+    long floor = RoomAboveSoftLimit(rl) ? static_cast<long>(rl.rlim_cur)
+                                        : InsideBase(rl.rlim_cur);
+    if (fd >= floor) return fd;
+  }
+  int moved = DupPrivate(fd);
+  if (moved < 0) return fd;
+  sys::close(fd);
+  return moved;
+}
+
+bool PrivateFdsShareAppLimit(long* soft_limit) {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    *soft_limit = 1024;
+    return true;
+  }
+  *soft_limit = rl.rlim_cur == RLIM_INFINITY ? (1L << 20) : static_cast<long>(rl.rlim_cur);
+  return !RoomAboveSoftLimit(rl);
+}
+
+}  // namespace vsocket::sys

@@ -1,0 +1,38 @@
+// Where the descriptors vsocket keeps for itself live (doorbell sinks,
+// liveness TCP sockets, segment files, SideState memfds, listener markers,
+// the watchers' epoll and eventfd).
+//
+// They come out of the process's one descriptor table, whose size the
+// application controls (RLIMIT_NOFILE), so they must neither take numbers
+// the application would get nor be clobbered by a program that dup2()s onto
+// numbers it believes free (bash: `exec 5<>/dev/tcp/...`):
+//  - When the hard limit is above the soft one (the usual 1024 soft / large
+//    hard), they live at or above the soft limit: the soft limit is raised
+//    for the one F_DUPFD and put back at once.  The application then keeps
+//    every number it may have; it never sees EMFILE because of vsocket.
+//  - Otherwise (soft == hard, as `ulimit -n N` in a shell sets both) they
+//    live in the upper half of the application's table (from half the soft
+//    limit, at most 1024), and count against it: the shared-memory provider
+//    then caps how many it holds (fifo_bridge/descriptor_budget.h).
+// Threads: any thread.  Our raises are serialised; an application thread
+// that allocates a descriptor or forks during one (microseconds) may get a
+// number above its soft limit, or a child with the raised limit, and a
+// concurrent setrlimit(RLIMIT_NOFILE) of its own can be undone.
+#ifndef VSOCKET_BASE_PRIVATE_FD_H_
+#define VSOCKET_BASE_PRIVATE_FD_H_
+
+namespace vsocket::sys {
+
+// A close-on-exec duplicate of `fd` in the private range, or -1 with errno.
+int DupPrivate(int fd);
+// The same, closing `fd`; returns `fd` unchanged when it already is in the
+// private range or no number is free there.
+int MovePrivate(int fd);
+// True when private descriptors count against the application's soft
+// RLIMIT_NOFILE (the hard limit leaves no room above it).  *soft_limit gets
+// that soft limit.
+bool PrivateFdsShareAppLimit(long* soft_limit);
+
+}  // namespace vsocket::sys
+
+#endif  // VSOCKET_BASE_PRIVATE_FD_H_

@@ -1,0 +1,58 @@
+// How many shared-memory connections this process may hold when their
+// private descriptors count against the application's RLIMIT_NOFILE
+// (base/private_fd.h: the hard limit leaves no room above the soft one).
+//
+// Each connection holds kPrivateFdsPerConnection descriptors beside the
+// application's (the segment file, the SideState memfd, the doorbell's
+// sink and a duplicate of its wait socket, the liveness TCP socket).  They
+// may take at most VSOCKET_FD_SHARE percent of the soft limit; a connection
+// beyond that takes kernel TCP with reason fd_limit, so the application
+// keeps the rest of its table and gets EMFILE where the kernel would give
+// it, not sooner.  When private descriptors live above the soft limit there
+// is no cap.
+//
+// A DescriptorReservation stands for one connection's descriptors: taken
+// before they are made (client offer, server claim, exec adoption), held
+// by the transport, given back on release.  Thread-safe; a forked child
+// inherits the count with the connections.
+#ifndef VSOCKET_FIFO_BRIDGE_DESCRIPTOR_BUDGET_H_
+#define VSOCKET_FIFO_BRIDGE_DESCRIPTOR_BUDGET_H_
+
+namespace vsocket::fifo {
+
+inline constexpr int kPrivateFdsPerConnection = 5;
+
+class DescriptorReservation {
+ public:
+  DescriptorReservation() = default;
+  // One more connection, if it fits the budget; an empty reservation
+  // (false) if not.  `force`: count it whatever the budget (a connection
+  // that exists already, adopted across exec).
+  static DescriptorReservation Take(bool force = false);
+  ~DescriptorReservation() { Give(); }
+  DescriptorReservation(DescriptorReservation&& other) noexcept
+      : held_(other.held_) {
+    other.held_ = false;
+  }
+  DescriptorReservation& operator=(DescriptorReservation&& other) noexcept {
+    if (this != &other) {
+      Give();
+      held_ = other.held_;
+      other.held_ = false;
+    }
+    return *this;
+  }
+  explicit operator bool() const { return held_; }
+  // Gives the connection's descriptors back to the budget (idempotent).
+  void Give();
+
+ private:
+  bool held_ = false;
+};
+
+// Connections counted now (for tests and stats).
+int ReservedConnections();
+
+}  // namespace vsocket::fifo
+
+#endif  // VSOCKET_FIFO_BRIDGE_DESCRIPTOR_BUDGET_H_

@@ -1,0 +1,99 @@
+/* Many concurrent connections under a low descriptor limit.
+ *   many_clients server PORT N   accepts N connections (poll loop), echoes
+ *                                each, and exits once all N have closed
+ *   many_clients client PORT N   opens N connections and holds them all,
+ *                                sends 64 distinct bytes on each, checks
+ *                                each echo, then closes them
+ * Run it under `ulimit -n 256` with N = 200: the kernel gives it every
+ * descriptor it needs, and so must vsocket.  Prints PASS. */
+#include "ptest.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+enum { kMax = 4096, kMessage = 64 };
+
+static void fill(unsigned char* buf, int index) {
+  for (int i = 0; i < kMessage; ++i) buf[i] = (unsigned char)(index * 31 + i);
+}
+
+static int run_server(int port, int n) {
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(l >= 0);
+  int one = 1;
+  CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(bind(l, (struct sockaddr*)&a, sizeof(a)) == 0);
+  CHECK(listen(l, 512) == 0);
+  static struct pollfd fds[kMax + 1];
+  int count = 0, accepted = 0, closed = 0;
+  fds[0].fd = l;
+  fds[0].events = POLLIN;
+  while (closed < n) {
+    int r = poll(fds, (nfds_t)(count + 1), 20000);
+    CHECK(r > 0);
+    if ((fds[0].revents & POLLIN) && accepted < n) {
+      int c = accept(l, NULL, NULL);
+      CHECK(c >= 0);
+      fds[1 + count].fd = c;
+      fds[1 + count].events = POLLIN;
+      ++count;
+      ++accepted;
+    }
+    for (int i = 1; i <= count; ++i) {
+      if (fds[i].fd < 0 || !fds[i].revents) continue;
+      char buf[4096];
+      ssize_t got = read(fds[i].fd, buf, sizeof(buf));
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      CHECK(got >= 0);
+      if (got == 0) {
+        CHECK(close(fds[i].fd) == 0);
+        fds[i].fd = -1;
+        ++closed;
+        continue;
+      }
+      write_all(fds[i].fd, buf, (size_t)got);
+    }
+  }
+  CHECK(close(l) == 0);
+  printf("served %d\nPASS\n", accepted);
+  return 0;
+}
+
+static int run_client(int port, int n) {
+  static int fds[kMax];
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < n; ++i) {
+    fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fds[i] >= 0);
+    CHECK(connect(fds[i], (struct sockaddr*)&a, sizeof(a)) == 0);
+  }
+  unsigned char want[kMessage], got[kMessage];
+  for (int i = 0; i < n; ++i) {
+    fill(want, i);
+    write_all(fds[i], want, kMessage);
+  }
+  for (int i = 0; i < n; ++i) {
+    fill(want, i);
+    read_exact(fds[i], got, kMessage);
+    CHECK(memcmp(want, got, kMessage) == 0);
+  }
+  for (int i = 0; i < n; ++i) CHECK(close(fds[i]) == 0);
+  printf("PASS\n");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  CHECK(argc == 4);
+  int port = atoi(argv[2]), n = atoi(argv[3]);
+  CHECK(n > 0 && n <= kMax);
+  if (!strcmp(argv[1], "server")) return run_server(port, n);
+  if (!strcmp(argv[1], "client")) return run_client(port, n);
+  return 2;
+}
