@@ -48,6 +48,10 @@ struct RingControl {
   alignas(kCacheLine) std::atomic<uint32_t> reader_wake;
   std::atomic<uint32_t> writer_wake;
   std::atomic<uint32_t> flags;
+  // Written by the consumer: the receive buffer its application asked for
+  // (SO_RCVBUF as the kernel reports it), 0 if it asked for none.  Bounds
+  // the bytes the producer keeps in flight (shm_transport.h, SendWindow).
+  std::atomic<uint32_t> recv_window;
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

@@ -105,6 +105,7 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
   }
   if (local & kLocalPeerGone) return -EPIPE;
   if (iovcnt == 0) return 0;  // a zero-length send: nothing to report
+  producer_->set_window(SendWindow());
   int64_t n = producer_->Write(iov, iovcnt, skip);
   if (n == kCorrupt) {
     ResetConnection("peer published an impossible consumer index");
@@ -115,7 +116,7 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
     StatsBytesSent(kShmKind, static_cast<uint64_t>(n));
   }
   if (claimed_.load(std::memory_order_relaxed) &&
-      producer_->FreeSpace() < static_cast<int64_t>(block_threshold_)) {
+      producer_->FreeSpace() < static_cast<int64_t>(BlockThreshold())) {
     BlockOurWrites();
   }
   return n > 0 ? n : -EAGAIN;

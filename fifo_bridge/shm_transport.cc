@@ -79,6 +79,49 @@ ShmTransport::~ShmTransport() {
   if (side_) DestroySideState(side_, side_fd_);
 }
 
+namespace {
+
+// What the kernel gives a socket whose application set nothing: the
+// initial tcp_wmem and tcp_rmem (the kernel grows them with use; a peer that
+// reads nothing keeps them there).
+constexpr uint64_t kDefaultSendBuffer = 16384;
+constexpr uint64_t kDefaultRecvBuffer = 131072;
+
+uint32_t KernelBufferSize(int tcp_fd, int name) {
+  int value = 0;
+  socklen_t len = sizeof(value);
+  if (sys::getsockopt(tcp_fd, SOL_SOCKET, name, &value, &len) != 0 || value < 0)
+    return 0;
+  return static_cast<uint32_t>(value);
+}
+
+}  // namespace
+
+void ShmTransport::BufferSizesChanged(uint32_t which) {
+  if (Transport* next = MovedTo()) {
+    next->BufferSizesChanged(which);
+    return;
+  }
+  if (which & kSendBufferSet) {
+    side_->send_buffer.store(KernelBufferSize(tcp_fd_, SO_SNDBUF),
+                             std::memory_order_relaxed);
+  }
+  if (which & kRecvBufferSet) {
+    rx_->recv_window.store(KernelBufferSize(tcp_fd_, SO_RCVBUF),
+                           std::memory_order_seq_cst);
+    // A larger window may let a blocked writer go on: let it look.
+    LiftPeerWriterBlock();
+  }
+}
+
+uint64_t ShmTransport::SendWindow() const {
+  uint64_t ours = side_->send_buffer.load(std::memory_order_relaxed);
+  uint64_t peers = tx_->recv_window.load(std::memory_order_relaxed);  // untrusted
+  if (ours == 0 && peers == 0) return 0;
+  uint64_t window = (ours ? ours : kDefaultSendBuffer) + (peers ? peers : kDefaultRecvBuffer);
+  return std::max<uint64_t>(window, 4096);
+}
+
 uint32_t ShmTransport::capabilities() const {
   return ShmProvider()->capabilities();
 }

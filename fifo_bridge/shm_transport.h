@@ -76,6 +76,8 @@ class ShmTransport final : public Transport,
   int TakeError() override;
   bool DropStaleWakeup() override;
   int tcp_fd() const override { return tcp_fd_; }
+  // SO_SNDBUF/SO_RCVBUF bound the bytes in flight (SendWindow).
+  void BufferSizesChanged(uint32_t which) override;
   // In-place receive straight from the receive ring, which the peer wrote
   // (shm_zerocopy.cc): no copy.  The view is the ring's shared memory; the
   // peer cannot reuse it before the release returns its space.  After a
@@ -222,6 +224,14 @@ class ShmTransport final : public Transport,
   // Looks at the liveness connection; updates local flags.  Never blocks.
   void CheckLiveness();
 
+  // Bytes our producer may keep unconsumed: our SO_SNDBUF plus the peer's
+  // SO_RCVBUF, as kernel TCP keeps at most a send queue and the peer's
+  // receive queue in flight; the kernel's initial sizes stand in for one
+  // the application did not set.  0 (the whole ring) when neither end set
+  // one.  Read on every send: either end may change it at any time.
+  uint64_t SendWindow() const;
+  // The writer's block threshold: a quarter of the window.
+  uint64_t BlockThreshold() const { return producer_->window() / 4; }
   void NotifyReader();          // after publishing into tx
   void SignalSelf();            // make our wait socket readable
   void AfterConsume(bool force_drain);

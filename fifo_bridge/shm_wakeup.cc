@@ -98,6 +98,9 @@ void ShmTransport::DrainOwnWakeups() {
   rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
 }
 
+// The consumer's side of the block uses a quarter of the ring: when the
+// producer's window is smaller (buffer sizes set), that lifts the block
+// sooner than needed, which costs the writer a retry, never a stall.
 void ShmTransport::LiftPeerWriterBlock() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!(rx_->writer_wake.load(std::memory_order_relaxed) & kWriterBlocked))
@@ -119,7 +122,7 @@ void ShmTransport::BlockOurWrites() {
   if (doorbell_->FillSendBuffer() != 0) return;  // peer gone: writes fail
   tx_->writer_wake.fetch_or(kWriterBlocked, std::memory_order_seq_cst);
   int64_t free_bytes = producer_->FreeSpace();
-  if (free_bytes >= static_cast<int64_t>(block_threshold_)) {
+  if (free_bytes >= static_cast<int64_t>(BlockThreshold())) {
     // The consumer freed space concurrently and may have missed the flag:
     // ask its watcher thread to drain our filler.  (Waking its wait socket
     // instead would report POLLIN on a possibly empty ring.)

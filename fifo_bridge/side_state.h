@@ -43,6 +43,10 @@ struct SideState {
   std::atomic<int32_t> pending_error;  // for SO_ERROR
   // The FallbackReason of a move to TCP, for every holder's successor.
   std::atomic<uint32_t> moved_reason;
+  // SO_SNDBUF as the kernel reports it, once the application set it (0:
+  // never): with the peer's RingControl::recv_window, bounds our bytes in
+  // flight.
+  std::atomic<uint32_t> send_buffer;
 };
 
 // Bytes of the mapping (one page).

@@ -33,7 +33,8 @@ int64_t RingProducer::FreeSpace() const {
   uint64_t tail = control_->tail.load(std::memory_order_acquire);
   uint64_t used = *own_head_ - tail;  // wraps to a huge value if tail > head
   if (used > capacity_) return kCorrupt;
-  return static_cast<int64_t>(capacity_ - used);
+  if (used >= limit_) return 0;
+  return static_cast<int64_t>(limit_ - used);
 }
 
 int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {

@@ -31,10 +31,18 @@ class RingProducer {
   RingProducer(RingControl* control, uint8_t* data, uint64_t capacity,
                uint64_t* own_head)
       : control_(control), data_(data), capacity_(capacity),
-        own_head_(own_head) {}
+        limit_(capacity), own_head_(own_head) {}
 
-  // Free bytes now, or kCorrupt if the peer's tail is impossible.
+  // Free bytes now, or kCorrupt if the peer's tail is impossible.  At most
+  // the window's worth of bytes is ever unconsumed.
   int64_t FreeSpace() const;
+  // Bounds the unconsumed bytes to `bytes` (0, or more than the capacity:
+  // the whole ring).  Bytes already beyond a lowered window stay; nothing
+  // more is written until the consumer is below it.
+  void set_window(uint64_t bytes) {
+    limit_ = (bytes == 0 || bytes > capacity_) ? capacity_ : bytes;
+  }
+  uint64_t window() const { return limit_; }
 
   // Copies as many bytes as fit from the iovec array, starting `skip` bytes
   // into it, then publishes the new head (release).  Returns the number of
@@ -48,6 +56,7 @@ class RingProducer {
   RingControl* control_;
   uint8_t* data_;
   uint64_t capacity_;
+  uint64_t limit_;  // the window: at most this many bytes unconsumed
   uint64_t* own_head_;
 };
 

@@ -149,6 +149,7 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   if (tcp_fd < 0) return -1;
   bool nonblocking = (flags & SOCK_NONBLOCK) != 0;
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
+  conn->InheritBufferSizes(*vs);
   std::unique_ptr<Transport> transport =
       vsocket::ClaimAccepted(vs->listeners(), tcp_fd);
   // A claimed connection's user descriptor is new and close-on-exec.
@@ -313,6 +314,10 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
   if (rc == 0 && level == SOL_SOCKET) {
     if (name == SO_RCVTIMEO) vs->set_recv_timeout_ns(TimevalToNs(val, len));
     if (name == SO_SNDTIMEO) vs->set_send_timeout_ns(TimevalToNs(val, len));
+    if (name == SO_SNDBUF || name == SO_SNDBUFFORCE)
+      vs->NoteBufferSizesSet(Transport::kSendBufferSet);
+    if (name == SO_RCVBUF || name == SO_RCVBUFFORCE)
+      vs->NoteBufferSizesSet(Transport::kRecvBufferSet);
   }
   return rc;
 }

@@ -130,6 +130,15 @@ class Transport {
   virtual void BeforeExec() {}
   virtual void AfterFailedExec() {}
 
+  // ---- Buffer sizes ----
+  // The application set SO_SNDBUF (kSendBufferSet) and/or SO_RCVBUF
+  // (kRecvBufferSet) on this connection, or before it existed on the socket
+  // or its listener; tcp_fd() holds the values (getsockopt gives what the
+  // kernel made of them).  A transport with buffers of its own bounds its
+  // bytes in flight by them, as kernel TCP would.  Any thread.
+  enum : uint32_t { kSendBufferSet = 1u << 0, kRecvBufferSet = 1u << 1 };
+  virtual void BufferSizesChanged(uint32_t which) { (void)which; }
+
   // ---- Moving to kernel TCP while connected ----
   // Code that bypasses vsocket is about to use the connection (a program
   // image that is not preloaded, glibc's stdio): move the stream onto its

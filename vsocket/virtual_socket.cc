@@ -31,10 +31,19 @@ void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
   StatsConnectionOpened(transport->kind());
   if (transport->fallback_reason() != FallbackReason::kNone)
     StatsFallback(transport->fallback_reason(), nullptr);
+  if (uint32_t which = buffer_sizes_set_.load()) transport->BufferSizesChanged(which);
   transport_.store(transport.get(), std::memory_order_release);
   transport_owner_ = std::move(transport);
   pending_.reset();
   state_.store(State::kConnected, std::memory_order_release);
+}
+
+void VirtualSocket::NoteBufferSizesSet(uint32_t which) {
+  buffer_sizes_set_.fetch_or(which);
+  if (state() != State::kConnected) return;  // SetTransport applies them
+  Transport* t = transport_.load(std::memory_order_acquire);
+  while (t && t->successor()) t = t->successor();
+  if (t) t->BufferSizesChanged(buffer_sizes_set_.load());
 }
 
 void VirtualSocket::SetConnecting(std::unique_ptr<PendingConnection> pending,

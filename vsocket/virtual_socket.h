@@ -65,6 +65,14 @@ class VirtualSocket {
   void set_nonblocking(bool on) { nonblocking_.store(on, std::memory_order_relaxed); }
   void set_send_timeout_ns(int64_t ns) { send_timeout_ns_.store(ns); }
   void set_recv_timeout_ns(int64_t ns) { recv_timeout_ns_.store(ns); }
+  // setsockopt(SO_SNDBUF/SO_RCVBUF) succeeded on the kernel socket
+  // (Transport::kSendBufferSet/kRecvBufferSet): tells the transport now, or
+  // when there is one (SetTransport).
+  void NoteBufferSizesSet(uint32_t which);
+  // An accepted socket starts with its listener's (as the kernel's does).
+  void InheritBufferSizes(const VirtualSocket& listener) {
+    buffer_sizes_set_.store(listener.buffer_sizes_set_.load());
+  }
 
   // For fork(): tells the transport one more process holds it.
   void BeforeFork();
@@ -90,6 +98,7 @@ class VirtualSocket {
   std::atomic<bool> nonblocking_;
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};
+  std::atomic<uint32_t> buffer_sizes_set_{0};  // Transport::k*BufferSet
 };
 
 }  // namespace vsocket

@@ -57,6 +57,26 @@ TEST_F(RingTest, EmptyRingReadsNothing) {
   EXPECT_EQ(producer_->FreeSpace(), static_cast<int64_t>(kCapacity));
 }
 
+// SO_SNDBUF/SO_RCVBUF: the window bounds the unconsumed bytes; lowering it
+// below what is in flight stops writes until the consumer catches up.
+TEST_F(RingTest, WindowBoundsUnconsumedBytes) {
+  producer_->set_window(1000);
+  EXPECT_EQ(producer_->FreeSpace(), 1000);
+  EXPECT_EQ(Put(Pattern(1500, 0)), 1000);
+  EXPECT_EQ(producer_->FreeSpace(), 0);
+  EXPECT_EQ(Take(400).size(), 400u);
+  EXPECT_EQ(producer_->FreeSpace(), 400);
+  producer_->set_window(100);  // below the 600 in flight
+  EXPECT_EQ(producer_->FreeSpace(), 0);
+  EXPECT_EQ(Put(Pattern(10, 0)), 0);
+  EXPECT_EQ(Take(600).size(), 600u);
+  EXPECT_EQ(producer_->FreeSpace(), 100);
+  producer_->set_window(0);  // the whole ring again
+  EXPECT_EQ(producer_->FreeSpace(), static_cast<int64_t>(kCapacity));
+  producer_->set_window(kCapacity * 4);
+  EXPECT_EQ(producer_->window(), kCapacity);
+}
+
 TEST_F(RingTest, WrapsAroundAndKeepsOrder) {
   // Move the indices close to the end so the next write wraps.
   auto first = Pattern(3000, 0);
