@@ -34,11 +34,8 @@ bool RoomAboveSoftLimit(const struct rlimit& rl) {
          (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > rl.rlim_cur);
 }
 
-}  // namespace
-
-int DupPrivate(int fd) {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return sys::fcntl(fd, F_DUPFD_CLOEXEC, 1024);
+// DupPrivate under the limits `rl` the caller just read.
+int DupPrivateUnder(int fd, const struct rlimit& rl) {
   if (RoomAboveSoftLimit(rl)) {
     std::lock_guard<std::mutex> lock(RaiseMutex());
     struct rlimit raised = rl;
@@ -56,16 +53,23 @@ int DupPrivate(int fd) {
   return sys::fcntl(fd, F_DUPFD_CLOEXEC, InsideBase(rl.rlim_cur));
 }
 
+}  // namespace
+
+int DupPrivate(int fd) {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return sys::fcntl(fd, F_DUPFD_CLOEXEC, 1024);
+  return DupPrivateUnder(fd, rl);
+}
+
 int MovePrivate(int fd) {
   if (fd < 0) return fd;
   struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-    // Already where DupPrivate would put it.
-    long floor = RoomAboveSoftLimit(rl) ? static_cast<long>(rl.rlim_cur)
-                                        : InsideBase(rl.rlim_cur);
-    if (fd >= floor) return fd;
-  }
-  int moved = DupPrivate(fd);
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fd;
+  // Already where DupPrivate would put it.
+  long floor = RoomAboveSoftLimit(rl) ? static_cast<long>(rl.rlim_cur)
+                                      : InsideBase(rl.rlim_cur);
+  if (fd >= floor) return fd;
+  int moved = DupPrivateUnder(fd, rl);
   if (moved < 0) return fd;
   sys::close(fd);
   return moved;

@@ -1,9 +1,13 @@
 /* Many concurrent connections under a low descriptor limit.
  *   many_clients server PORT N   accepts N connections (poll loop), echoes
  *                                each, and exits once all N have closed
- *   many_clients client PORT N   opens N connections and holds them all,
- *                                sends 64 distinct bytes on each, checks
- *                                each echo, then closes them
+ *   many_clients client PORT N [BYTES]
+ *                                opens N connections and holds them all,
+ *                                sends 64 distinct bytes on each (or BYTES,
+ *                                in 64 KiB rounds), checks each echo, reports
+ *                                the descriptors and the shared memory
+ *                                (/proc/meminfo Shmem, both ends) each
+ *                                connection added, then closes them
  * Run it under `ulimit -n 256` with N = 200: the kernel gives it every
  * descriptor it needs, and so must vsocket.  Prints PASS. */
 #include "ptest.h"
@@ -18,16 +22,7 @@ static void fill(unsigned char* buf, int index) {
 }
 
 static int run_server(int port, int n) {
-  int l = socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(l >= 0);
-  int one = 1;
-  CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  CHECK(bind(l, (struct sockaddr*)&a, sizeof(a)) == 0);
-  CHECK(listen(l, 512) == 0);
+  int l = listen_on_port("127.0.0.1", port, 512);
   static struct pollfd fds[kMax + 1];
   int count = 0, accepted = 0, closed = 0;
   fds[0].fd = l;
@@ -63,8 +58,43 @@ static int run_server(int port, int n) {
   return 0;
 }
 
-static int run_client(int port, int n) {
+/* Shmem of /proc/meminfo, in KiB: the shared memory of the whole host. */
+static long shmem_kib(void) {
+  FILE* f = fopen("/proc/meminfo", "r");
+  CHECK(f != NULL);
+  char line[256];
+  long kib = -1;
+  while (fgets(line, sizeof(line), f)) {
+    if (sscanf(line, "Shmem: %ld kB", &kib) == 1) break;
+  }
+  fclose(f);
+  return kib;
+}
+
+static int open_descriptors(void) {
+  int count = 0;
+  for (int fd = 0; fd < 65536; ++fd) {
+    if (fcntl(fd, F_GETFD) >= 0) ++count;
+  }
+  return count;
+}
+
+static void exchange(int fd, int index, size_t bytes) {
+  static unsigned char want[65536], got[65536];
+  for (size_t done = 0; done < bytes;) {
+    size_t n = bytes - done < sizeof(want) ? bytes - done : sizeof(want);
+    for (size_t i = 0; i < n; ++i) want[i] = (unsigned char)(index * 31 + done + i);
+    write_all(fd, want, n);
+    read_exact(fd, got, n);
+    CHECK(memcmp(want, got, n) == 0);
+    done += n;
+  }
+}
+
+static int run_client(int port, int n, size_t bytes) {
   static int fds[kMax];
+  long shmem_before = shmem_kib();
+  int fds_before = open_descriptors();
   struct sockaddr_in a = {0};
   a.sin_family = AF_INET;
   a.sin_port = htons((uint16_t)port);
@@ -74,26 +104,34 @@ static int run_client(int port, int n) {
     CHECK(fds[i] >= 0);
     CHECK(connect(fds[i], (struct sockaddr*)&a, sizeof(a)) == 0);
   }
-  unsigned char want[kMessage], got[kMessage];
-  for (int i = 0; i < n; ++i) {
-    fill(want, i);
-    write_all(fds[i], want, kMessage);
+  if (bytes > kMessage) {
+    for (int i = 0; i < n; ++i) exchange(fds[i], i, bytes);
+  } else {
+    unsigned char want[kMessage], got[kMessage];
+    for (int i = 0; i < n; ++i) {
+      fill(want, i);
+      write_all(fds[i], want, kMessage);
+    }
+    for (int i = 0; i < n; ++i) {
+      fill(want, i);
+      read_exact(fds[i], got, kMessage);
+      CHECK(memcmp(want, got, kMessage) == 0);
+    }
   }
-  for (int i = 0; i < n; ++i) {
-    fill(want, i);
-    read_exact(fds[i], got, kMessage);
-    CHECK(memcmp(want, got, kMessage) == 0);
-  }
+  printf("per connection: %.2f descriptors here, %.1f KiB shared memory (both ends)\n",
+         (double)(open_descriptors() - fds_before) / n,
+         (double)(shmem_kib() - shmem_before) / n);
   for (int i = 0; i < n; ++i) CHECK(close(fds[i]) == 0);
   printf("PASS\n");
   return 0;
 }
 
 int main(int argc, char** argv) {
-  CHECK(argc == 4);
+  CHECK(argc == 4 || argc == 5);
   int port = atoi(argv[2]), n = atoi(argv[3]);
+  size_t bytes = argc == 5 ? (size_t)atol(argv[4]) : kMessage;
   CHECK(n > 0 && n <= kMax);
   if (!strcmp(argv[1], "server")) return run_server(port, n);
-  if (!strcmp(argv[1], "client")) return run_client(port, n);
+  if (!strcmp(argv[1], "client")) return run_client(port, n, bytes);
   return 2;
 }

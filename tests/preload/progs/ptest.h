@@ -105,18 +105,21 @@ static inline int port_of(int fd) {
   return ntohs(((struct sockaddr_in*)&ss)->sin_port);
 }
 
-/* A listener on `ip`, ephemeral port. */
-static inline int listen_on(const char* ip) {
+/* A listener on `ip`:`port` (0: ephemeral) with room for `backlog`. */
+static inline int listen_on_port(const char* ip, int port, int backlog) {
   struct sockaddr_storage addr;
-  socklen_t len = make_addr(ip, 0, &addr);
+  socklen_t len = make_addr(ip, port, &addr);
   int fd = socket(addr.ss_family, SOCK_STREAM, 0);
   CHECK(fd >= 0);
   int one = 1;
   CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
   CHECK(bind(fd, (struct sockaddr*)&addr, len) == 0);
-  CHECK(listen(fd, 64) == 0);
+  CHECK(listen(fd, backlog) == 0);
   return fd;
 }
+
+/* A listener on `ip`, ephemeral port. */
+static inline int listen_on(const char* ip) { return listen_on_port(ip, 0, 64); }
 
 /* A blocking connect to `ip`:`port`. */
 static inline int connect_to(const char* ip, int port) {

@@ -41,16 +41,7 @@ int main(int argc, char** argv) {
   }
   env[n] = NULL;
 
-  int l = socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(l >= 0);
-  int one = 1;
-  CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)atoi(argv[1]));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  CHECK(bind(l, (struct sockaddr*)&a, sizeof(a)) == 0);
-  CHECK(listen(l, 64) == 0);
+  int l = listen_on_port("127.0.0.1", atoi(argv[1]), 64);
   for (;;) {
     int c = accept(l, NULL, NULL);
     if (c < 0 && errno == EINTR) continue;
