@@ -186,7 +186,9 @@ class Watcher {
         ++it;
       }
     }
-    for (LivenessTarget* target : due) target->OnDeadline();
+    for (LivenessTarget* target : due) {
+      if (int64_t next = target->OnDeadline()) deadlines_[target] = next;
+    }
   }
 
   std::mutex mutex_;

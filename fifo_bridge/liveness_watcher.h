@@ -24,8 +24,10 @@ class LivenessTarget {
   // Called on the watcher thread when a datagram arrived in a watched sink.
   virtual void OnSinkEvent() {}
   // Called on the watcher thread once the deadline set with WatchDeadline
-  // has passed (the deadline is then forgotten).
-  virtual void OnDeadline() {}
+  // has passed (the deadline is then forgotten).  Returns the next deadline
+  // to be called at (a periodic check), or 0 for none.  Must not call
+  // WatchDeadline/UnwatchDeadline itself.
+  virtual int64_t OnDeadline() { return 0; }
 };
 
 // REQUIRES: fd stays open until Unwatch(fd) returns.

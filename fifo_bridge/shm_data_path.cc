@@ -114,6 +114,7 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
   if (n > 0) {
     NotifyReader();
     StatsBytesSent(kShmKind, static_cast<uint64_t>(n));
+    AfterRingWrite();
   }
   if (claimed_.load(std::memory_order_relaxed) &&
       producer_->FreeSpace() < static_cast<int64_t>(BlockThreshold())) {

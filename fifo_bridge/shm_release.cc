@@ -56,6 +56,7 @@ void ShmTransport::Release() {
     }
   }
   UnwatchDeadline(this);
+  ForgetRingBytes();
   if (last) segment_->Unlink();
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;

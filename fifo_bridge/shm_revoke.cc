@@ -138,8 +138,12 @@ void ShmTransport::MoveUserFd(int fd) {
   set_user_fd(fd);
 }
 
-void ShmTransport::OnDeadline() {
-  MaybeRevoke(false, FallbackReason::kClaimTimeout);
+int64_t ShmTransport::OnDeadline() {
+  if (role_ == Role::kClient && !IsClaimed()) {
+    MaybeRevoke(false, FallbackReason::kClaimTimeout);
+    return 0;
+  }
+  return TrimIdleRing();
 }
 
 bool ShmTransport::OnLivenessEvent() {

@@ -125,6 +125,7 @@ class ShmTransport final : public Transport,
   // The parent's busy-polling threads are not this child's.
   void AfterForkInChild() override {
     local_spinners_.store(0, std::memory_order_relaxed);
+    trim_scheduled_ = false;  // the parent's watcher had the look
   }
   // In the new image: rebuilds this side from inherited descriptors and
   // re-watches its liveness connection and sink.  `user_fd` is the wait
@@ -150,10 +151,12 @@ class ShmTransport final : public Transport,
   // BlockOurWrites), or closed/reset its side (see UpdateHangup).
   // Before the claim (client): the server's decline (Doorbell::DeclineOffer).
   void OnSinkEvent() override;
-  // Watcher thread, client: the claim deadline passed while no call came
-  // to look (the application sleeps in poll/epoll with its request still
-  // in the ring): revoke now and continue on TCP.
-  void OnDeadline() override;
+  // Watcher thread.  Client before the claim: the claim deadline passed
+  // while no call came to look (the application sleeps in poll/epoll with
+  // its request still in the ring): revoke now and continue on TCP.  After
+  // the claim: the once-a-second look at a transmit ring that carried data
+  // (TrimIdleRing).
+  int64_t OnDeadline() override;
 
  private:
   ShmTransport() = default;
@@ -217,6 +220,21 @@ class ShmTransport final : public Transport,
   // holder made; nullptr while the connection runs on shared memory.
   Transport* MovedTo() override;
 
+  // ---- Memory that follows use (shm_trim.cc) ----
+  // After a send: accounts the transmit ring's newly touched bytes
+  // (StatsShmMemory) and, once kTrimAfterBytes went through it since the
+  // last trim, schedules the idle look.  REQUIRES: the send lock.
+  void AfterRingWrite();
+  // Watcher thread, once a second while scheduled: a transmit ring that
+  // carried no byte since the last look and that the peer has read to the
+  // end gives its pages back (MADV_REMOVE; the next write faults in zero
+  // pages), so a connection that was busy costs what an idle one costs.
+  // Returns the next look's time, or 0 when done.  Skips a look while an
+  // application thread holds the send lock.
+  int64_t TrimIdleRing();
+  // Gives back this connection's accounted bytes (Release).
+  void ForgetRingBytes();
+
   // TryRecv's attempt under the receive lock; `returning_to_user`: an
   // -EAGAIN goes back to the application (drain our wake-ups then).
   ssize_t ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
@@ -273,6 +291,11 @@ class ShmTransport final : public Transport,
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};
   std::mutex retire_mu_;  // serialises RetireHere
   DescriptorReservation descriptors_;
+  // Memory accounting and the idle trim (shm_trim.cc); guarded by the send
+  // lock, per process.
+  bool trim_scheduled_ = false;
+  uint64_t trim_look_head_ = ~uint64_t{0};  // head at the last idle look
+  int64_t accounted_bytes_ = 0;             // what StatsShmMemory holds for us
   // The in-place view (shm_zerocopy.cc), one per connection in this
   // process.
   std::mutex inplace_mu_;      // guards inplace_view_

@@ -84,6 +84,14 @@ SideLock::SideLock(pthread_mutex_t* mutex) : mutex_(mutex) {
   if (pthread_mutex_lock(mutex_) == EOWNERDEAD) pthread_mutex_consistent(mutex_);
 }
 
-SideLock::~SideLock() { pthread_mutex_unlock(mutex_); }
+SideLock::SideLock(pthread_mutex_t* mutex, bool try_only) : mutex_(mutex) {
+  int rc = try_only ? pthread_mutex_trylock(mutex_) : pthread_mutex_lock(mutex_);
+  if (rc == EOWNERDEAD) pthread_mutex_consistent(mutex_);
+  else if (rc != 0) mutex_ = nullptr;
+}
+
+SideLock::~SideLock() {
+  if (mutex_) pthread_mutex_unlock(mutex_);
+}
 
 }  // namespace vsocket::fifo

@@ -47,6 +47,9 @@ struct SideState {
   // never): with the peer's RingControl::recv_window, bounds our bytes in
   // flight.
   std::atomic<uint32_t> send_buffer;
+  // `head` when the transmit ring was last trimmed (shm_trim.cc).  Guarded
+  // by send_lock.
+  uint64_t trimmed_head;
 };
 
 // Bytes of the mapping (one page).
@@ -69,6 +72,9 @@ void DestroySideState(SideState* state, int fd);
 class SideLock {
  public:
   explicit SideLock(pthread_mutex_t* mutex);
+  // Without waiting: owns_lock() says whether it got the mutex.
+  SideLock(pthread_mutex_t* mutex, bool try_only);
+  bool owns_lock() const { return mutex_ != nullptr; }
   ~SideLock();
   SideLock(const SideLock&) = delete;
   SideLock& operator=(const SideLock&) = delete;

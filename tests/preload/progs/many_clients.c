@@ -1,13 +1,14 @@
 /* Many concurrent connections under a low descriptor limit.
  *   many_clients server PORT N   accepts N connections (poll loop), echoes
  *                                each, and exits once all N have closed
- *   many_clients client PORT N [BYTES]
+ *   many_clients client PORT N [BYTES [IDLE_MS]]
  *                                opens N connections and holds them all,
  *                                sends 64 distinct bytes on each (or BYTES,
  *                                in 64 KiB rounds), checks each echo, reports
  *                                the descriptors and the shared memory
  *                                (/proc/meminfo Shmem, both ends) each
- *                                connection added, then closes them
+ *                                connection added (and again after IDLE_MS
+                                with nothing sent), then closes them
  * Run it under `ulimit -n 256` with N = 200: the kernel gives it every
  * descriptor it needs, and so must vsocket.  Prints PASS. */
 #include "ptest.h"
@@ -91,7 +92,7 @@ static void exchange(int fd, int index, size_t bytes) {
   }
 }
 
-static int run_client(int port, int n, size_t bytes) {
+static int run_client(int port, int n, size_t bytes, int idle_ms) {
   static int fds[kMax];
   long shmem_before = shmem_kib();
   int fds_before = open_descriptors();
@@ -121,17 +122,23 @@ static int run_client(int port, int n, size_t bytes) {
   printf("per connection: %.2f descriptors here, %.1f KiB shared memory (both ends)\n",
          (double)(open_descriptors() - fds_before) / n,
          (double)(shmem_kib() - shmem_before) / n);
+  if (idle_ms > 0) {
+    sleep_ms(idle_ms);
+    printf("after %d ms idle: %.1f KiB shared memory per connection\n", idle_ms,
+           (double)(shmem_kib() - shmem_before) / n);
+  }
   for (int i = 0; i < n; ++i) CHECK(close(fds[i]) == 0);
   printf("PASS\n");
   return 0;
 }
 
 int main(int argc, char** argv) {
-  CHECK(argc == 4 || argc == 5);
+  CHECK(argc >= 4 && argc <= 6);
   int port = atoi(argv[2]), n = atoi(argv[3]);
-  size_t bytes = argc == 5 ? (size_t)atol(argv[4]) : kMessage;
+  size_t bytes = argc >= 5 ? (size_t)atol(argv[4]) : kMessage;
+  int idle_ms = argc == 6 ? atoi(argv[5]) : 0;
   CHECK(n > 0 && n <= kMax);
   if (!strcmp(argv[1], "server")) return run_server(port, n);
-  if (!strcmp(argv[1], "client")) return run_client(port, n, bytes);
+  if (!strcmp(argv[1], "client")) return run_client(port, n, bytes, idle_ms);
   return 2;
 }

@@ -1,0 +1,84 @@
+// ShmTransport's memory that follows use: the transmit ring's pages are
+// allocated as data first passes through them (the segment is a sparse
+// shared file), accounted in VSOCKET_STATS, and given back once the ring
+// has been idle and empty for a second.  The producer is the ring's only
+// writer and the consumer reads only bytes between tail and head, so while
+// the producer holds its send lock and the ring is empty, no one touches
+// the data pages: dropping them cannot lose a byte.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "fifo_bridge/shm_memory_stats.h"
+#include "fifo_bridge/shm_transport.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::fifo {
+namespace {
+
+constexpr uint64_t kTrimAfterBytes = 256 * 1024;  // written since the last trim
+constexpr int64_t kIdleLookNs = 1000000000;        // one look a second
+constexpr uint64_t kAccountStep = 64 * 1024;
+// Per side: its SideState page and half of the segment's header and ring
+// control pages.
+constexpr int64_t kFixedBytes = 4096 + 2 * 4096;
+
+}  // namespace
+
+void ShmTransport::AfterRingWrite() {
+  uint64_t written = side_->head - side_->trimmed_head;
+  uint64_t touched = std::min<uint64_t>(written, producer_->capacity());
+  int64_t want = kFixedBytes +
+                 static_cast<int64_t>((touched + kAccountStep - 1) / kAccountStep * kAccountStep);
+  if (want > accounted_bytes_) {
+    StatsShmMemory(want - accounted_bytes_);
+    accounted_bytes_ = want;
+  }
+  if (!trim_scheduled_ && written >= kTrimAfterBytes &&
+      claimed_.load(std::memory_order_relaxed)) {
+    trim_scheduled_ = true;
+    trim_look_head_ = ~uint64_t{0};
+    WatchDeadline(this, MonotonicNs() + kIdleLookNs);
+  }
+}
+
+int64_t ShmTransport::TrimIdleRing() {
+  SideLock lock(&side_->send_lock, /*try_only=*/true);
+  if (!lock.owns_lock()) return MonotonicNs() + kIdleLookNs;  // busy now
+  if (!trim_scheduled_) return 0;
+  if (revoked() || PeerMovedToTcp()) {
+    trim_scheduled_ = false;
+    return 0;
+  }
+  uint64_t head = side_->head;
+  bool idle = head == trim_look_head_;
+  trim_look_head_ = head;
+  if (!idle || tx_->tail.load(std::memory_order_acquire) != head)
+    return MonotonicNs() + kIdleLookNs;
+  Direction tx = role_ == Role::kClient ? Direction::kClientToServer
+                                        : Direction::kServerToClient;
+  auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto begin = reinterpret_cast<uintptr_t>(segment_->data(tx));
+  uintptr_t end = begin + producer_->capacity();
+  begin = (begin + page - 1) / page * page;
+  end = end / page * page;
+  if (end > begin && ::madvise(reinterpret_cast<void*>(begin), end - begin,
+                               MADV_REMOVE) == 0) {
+    side_->trimmed_head = head;
+    StatsShmTrim(static_cast<uint64_t>(accounted_bytes_ - kFixedBytes));
+    StatsShmMemory(kFixedBytes - accounted_bytes_);
+    accounted_bytes_ = kFixedBytes;
+  }
+  trim_scheduled_ = false;
+  return 0;
+}
+
+void ShmTransport::ForgetRingBytes() {
+  SideLock lock(&side_->send_lock);
+  if (accounted_bytes_ != 0) StatsShmMemory(-accounted_bytes_);
+  accounted_bytes_ = 0;
+}
+
+}  // namespace vsocket::fifo
