@@ -12,19 +12,36 @@ std::atomic<int> g_connections{0};
 
 }  // namespace
 
-DescriptorReservation DescriptorReservation::Take(bool force) {
+DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
   DescriptorReservation r;
+  // The tighter of the two caps (-1: none) and the reason it gives.
+  long cap = -1;
+  FallbackReason cap_reason = FallbackReason::kConnectionLimit;
+  if (uint32_t most = GetConfig().max_shm_connections) cap = most;
   long soft_limit = 0;
-  if (!force && sys::PrivateFdsShareAppLimit(&soft_limit)) {
-    long budget = soft_limit * GetConfig().fd_share_percent / 100;
-    int now = g_connections.load(std::memory_order_relaxed);
-    do {
-      if (long{now + 1} * kPrivateFdsPerConnection > budget) return r;
-    } while (!g_connections.compare_exchange_weak(now, now + 1,
-                                                  std::memory_order_relaxed));
-  } else {
-    g_connections.fetch_add(1, std::memory_order_relaxed);
+  if (sys::PrivateFdsShareAppLimit(&soft_limit)) {
+    long by_descriptors = soft_limit * GetConfig().fd_share_percent / 100 /
+                          kPrivateFdsPerConnection;
+    if (cap < 0 || by_descriptors < cap) {
+      cap = by_descriptors;
+      cap_reason = FallbackReason::kFdLimit;
+    }
   }
+  int now = g_connections.load(std::memory_order_relaxed);
+  do {
+    if (cap >= 0 && now + 1 > cap) {
+      *why = cap_reason;
+      return r;
+    }
+  } while (!g_connections.compare_exchange_weak(now, now + 1,
+                                                std::memory_order_relaxed));
+  r.held_ = true;
+  return r;
+}
+
+DescriptorReservation DescriptorReservation::Force() {
+  DescriptorReservation r;
+  g_connections.fetch_add(1, std::memory_order_relaxed);
   r.held_ = true;
   return r;
 }

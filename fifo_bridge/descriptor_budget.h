@@ -1,6 +1,8 @@
-// How many shared-memory connections this process may hold when their
-// private descriptors count against the application's RLIMIT_NOFILE
-// (base/private_fd.h: the hard limit leaves no room above the soft one).
+// How many shared-memory connections this process may hold: at most
+// VSOCKET_MAX_SHM_CONNECTIONS (reason connection_limit past it), and, when
+// their private descriptors count against the application's RLIMIT_NOFILE
+// (base/private_fd.h: the hard limit leaves no room above the soft one),
+// a share of that table (reason fd_limit).
 //
 // Each connection holds kPrivateFdsPerConnection descriptors beside the
 // application's (the segment file, the SideState memfd, the doorbell's
@@ -18,6 +20,8 @@
 #ifndef VSOCKET_FIFO_BRIDGE_DESCRIPTOR_BUDGET_H_
 #define VSOCKET_FIFO_BRIDGE_DESCRIPTOR_BUDGET_H_
 
+#include "vsocket/fallback_reason.h"
+
 namespace vsocket::fifo {
 
 inline constexpr int kPrivateFdsPerConnection = 5;
@@ -25,10 +29,12 @@ inline constexpr int kPrivateFdsPerConnection = 5;
 class DescriptorReservation {
  public:
   DescriptorReservation() = default;
-  // One more connection, if it fits the budget; an empty reservation
-  // (false) if not.  `force`: count it whatever the budget (a connection
-  // that exists already, adopted across exec).
-  static DescriptorReservation Take(bool force = false);
+  // One more connection, if it fits the budget; else an empty reservation
+  // (false) and *why says which limit (kFdLimit, kConnectionLimit).
+  static DescriptorReservation Take(FallbackReason* why);
+  // Counts a connection that exists already (adopted across exec),
+  // whatever the budget.
+  static DescriptorReservation Force();
   ~DescriptorReservation() { Give(); }
   DescriptorReservation(DescriptorReservation&& other) noexcept
       : held_(other.held_) {

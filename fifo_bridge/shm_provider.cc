@@ -124,11 +124,12 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
     *decline = {FallbackReason::kUidMismatch, true};
     return nullptr;
   }
-  DescriptorReservation descriptors = DescriptorReservation::Take();
+  FallbackReason over_budget = FallbackReason::kNone;
+  DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
   if (!descriptors) {
-    // No room for this connection's private descriptors: TCP, at once.
+    // No room for one more connection here: TCP, at once.
     Doorbell::DeclineOffer(key);
-    *decline = {FallbackReason::kFdLimit, true};
+    *decline = {over_budget, true};
     return nullptr;
   }
   std::unique_ptr<ShmSegment> segment;
@@ -206,8 +207,9 @@ class ShmTransportProvider final : public TransportProvider {
     if (!probe.found) return {FallbackReason::kPeerNotVsocket, true};
     if (probe.uid != ::geteuid()) return {FallbackReason::kUidMismatch, true};
 
-    DescriptorReservation descriptors = DescriptorReservation::Take();
-    if (!descriptors) return {FallbackReason::kFdLimit, true};
+    FallbackReason over_budget = FallbackReason::kNone;
+    DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
+    if (!descriptors) return {over_budget, true};
     uint16_t port = EnsureLocalPort(fd, addr->sa_family);
     if (port == 0) return {FallbackReason::kShmSetupFailed, true};
     std::string key = ConnectionKey(dst, port);
@@ -268,7 +270,7 @@ class ShmTransportProvider final : public TransportProvider {
       return nullptr;
     }
     auto transport = ShmTransport::AdoptInherited(role, user_fd, inherited, why);
-    if (transport) transport->HoldDescriptors(DescriptorReservation::Take(/*force=*/true));
+    if (transport) transport->HoldDescriptors(DescriptorReservation::Force());
     return transport;
   }
 };

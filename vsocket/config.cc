@@ -77,6 +77,11 @@ Config Load() {
     if (ParseConfigSize(v, &percent) && percent <= 90) config.fd_share_percent = static_cast<uint32_t>(percent);
     else WarnConfigValue("VSOCKET_FD_SHARE", v, "expected a percentage 0..90");
   }
+  if (const char* v = std::getenv("VSOCKET_MAX_SHM_CONNECTIONS")) {
+    uint64_t n = 0;
+    if (ParseConfigSize(v, &n) && n <= (1u << 24)) config.max_shm_connections = static_cast<uint32_t>(n);
+    else WarnConfigValue("VSOCKET_MAX_SHM_CONNECTIONS", v, "expected 0..16777216");
+  }
   if (const char* v = std::getenv("VSOCKET_CLAIM_TIMEOUT_MS")) {
     uint64_t ms = 0;
     if (ParseConfigSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);

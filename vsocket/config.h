@@ -41,6 +41,9 @@ struct Config {
   // RLIMIT_NOFILE (its hard limit equals the soft one), the percentage of
   // that limit they may take (fifo_bridge/descriptor_budget.h).
   uint32_t fd_share_percent = 12;       // VSOCKET_FD_SHARE
+  // Shared-memory connections this process may hold at once (0: no cap
+  // but the descriptors'); past it, kernel TCP (connection_limit).
+  uint32_t max_shm_connections = 0;     // VSOCKET_MAX_SHM_CONNECTIONS
 };
 
 // The configuration of this process.

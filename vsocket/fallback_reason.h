@@ -30,6 +30,7 @@ enum class FallbackReason {
   kStdioDescriptor,       // placed on 0, 1 or 2, or given to fdopen (stdio)
   kPeerMovedToTcp,        // the peer moved the connection to TCP
   kFdLimit,               // private descriptors would exceed RLIMIT_NOFILE
+  kConnectionLimit,       // VSOCKET_MAX_SHM_CONNECTIONS reached
   kCount,
 };
 

@@ -65,6 +65,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kStdioDescriptor: return "stdio_descriptor";
     case FallbackReason::kPeerMovedToTcp: return "peer_moved_to_tcp";
     case FallbackReason::kFdLimit: return "fd_limit";
+    case FallbackReason::kConnectionLimit: return "connection_limit";
     case FallbackReason::kCount: break;
   }
   return "unknown";

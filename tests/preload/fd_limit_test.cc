@@ -60,6 +60,26 @@ TEST(FdLimit, BothPreloadedCapTheirOwnDescriptors) {
   EXPECT_LE(c.shm_connections, 256 * 12 / 100 / 5) << o.client.err;
 }
 
+// VSOCKET_MAX_SHM_CONNECTIONS caps shared memory per process.
+TEST(ConnectionLimit, ConnectionsPastTheCapTakeTcp) {
+  Options server = Preloaded(true), client = Preloaded(true);
+  client.env["VSOCKET_MAX_SHM_CONNECTIONS"] = "5";
+  PairOutcome o = RunPair(
+      [](int port) {
+        return std::vector<std::string>{ProgramPath("many_clients"), "server",
+                                        std::to_string(port), "20"};
+      },
+      [](int port) {
+        return std::vector<std::string>{ProgramPath("many_clients"), "client",
+                                        std::to_string(port), "20"};
+      },
+      server, client);
+  Stats c = ParseStats(o.client.err);
+  EXPECT_EQ(c.shm_connections, 5) << o.client.err;
+  EXPECT_EQ(c.tcp_connections, 15) << o.client.err;
+  EXPECT_EQ(c.Reason("connection_limit"), 15) << o.client.err;
+}
+
 // Only the soft limit lowered: vsocket's descriptors live above it.
 TEST(FdLimit, BothPreloadedAboveTheSoftLimit) {
   struct rlimit rl;
