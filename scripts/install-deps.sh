@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages vsocket needs to build, test and benchmark.
+# Installs the Debian 12 packages vsocket needs to build, test and benchmark
+# (scdoc: the man pages).
 # Idempotent: does nothing when everything is present.  Needs root.
 #   --apps  also the real programs used by tests and benchmarks/apps
 set -euo pipefail
@@ -8,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev
   python3 iperf3 socat netcat-openbsd ucspi-tcp openbsd-inetd
+  scdoc
 )
 if [[ "${1:-}" == "--apps" ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached
