@@ -70,3 +70,5 @@ install(CODE "
   configure_file(\"${PROJECT_BINARY_DIR}/vsocket.pc.in\"
                  \"${PROJECT_BINARY_DIR}/install-pc/vsocket.pc\" @ONLY)")
 install(FILES ${PROJECT_BINARY_DIR}/install-pc/vsocket.pc DESTINATION ${VSOCKET_PC_DIR})
+
+include(${PROJECT_SOURCE_DIR}/cmake/package.cmake)
