@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages vsocket needs to build, test and benchmark
-# (scdoc: the man pages).
+# (scdoc: the man pages; man-db, dpkg-dev and file: scripts/test-install.sh
+# renders them and builds the Debian package with dpkg-shlibdeps).
 # Idempotent: does nothing when everything is present.  Needs root.
 #   --apps  also the real programs used by tests and benchmarks/apps
 set -euo pipefail
@@ -9,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev
   python3 iperf3 socat netcat-openbsd ucspi-tcp openbsd-inetd
-  scdoc
+  scdoc man-db dpkg-dev file
 )
 if [[ "${1:-}" == "--apps" ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached

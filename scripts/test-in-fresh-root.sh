@@ -15,7 +15,8 @@
 #      /dev/pts and a tmpfs /dev/shm.
 #   3. It runs the README's test command exactly as the README writes it,
 #      as root, in the copy, with a clean environment (CI and
-#      VSOCKET_SKIP_RDMA_VM pass through).
+#      VSOCKET_SKIP_RDMA_VM pass through; VSOCKET_THROWAWAY_ROOT=1 tells
+#      scripts/test-install.sh that it may install the .deb with dpkg).
 #   4. The namespace takes its mounts and processes with it when the command
 #      ends; the root is then removed, whatever the result.
 #
@@ -133,7 +134,8 @@ log "running '$test_cmd' in the fresh root"
 start=$SECONDS
 status=0
 env_pass=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-          HOME=/root LANG=C.UTF-8 TERM=dumb CI="${CI:-}")
+          HOME=/root LANG=C.UTF-8 TERM=dumb CI="${CI:-}"
+          VSOCKET_THROWAWAY_ROOT=1)  # scripts/test-install.sh may dpkg -i here
 [[ -n ${VSOCKET_SKIP_RDMA_VM:-} ]] && env_pass+=(VSOCKET_SKIP_RDMA_VM="$VSOCKET_SKIP_RDMA_VM")
 unshare --mount --pid --fork --kill-child --propagation private -- bash -euc '
   root=$1; shift

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds vsocket twice (optimised, and with AddressSanitizer + UBSan) and runs
-# the whole test suite in each build, then the RDMA suite of the optimised
-# build on real Soft-RoCE RDMA in QEMU guests (tests/rdma/run-suite.sh: every
-# tests/rdma/rdma_*_test in one guest, plus a two-guest SHA-256 transfer;
-# about a minute).  Exit status 0 only if everything passes.
+# the whole test suite in each build (after the optimised one also
+# scripts/test-install.sh: install, examples/, man pages, the package), then
+# the RDMA suite of the optimised build on real Soft-RoCE RDMA in QEMU guests
+# (tests/rdma/run-suite.sh: every tests/rdma/rdma_*_test in one guest, plus a
+# two-guest SHA-256 transfer; about a minute).  Exit status 0 only if
+# everything passes.
 #
 #   scripts/test.sh                        needs root: installs its own packages
 #   VSOCKET_SKIP_RDMA_VM=1 scripts/test.sh developers only: no RDMA guest stage
@@ -25,6 +27,8 @@ run_suite() {  # name, extra cmake args...
 }
 echo "== optimised build =="
 run_suite release
+echo "== install, examples/ against it, man pages, Debian package (optimised build) =="
+"$top/scripts/test-install.sh" "$top/build-release"
 echo "== AddressSanitizer + UBSan build =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
