@@ -62,6 +62,13 @@ if(CMAKE_DL_LIBS)
   string(APPEND VSOCKET_PC_LIBS_PRIVATE " -l${CMAKE_DL_LIBS}")
 endif()
 string(APPEND VSOCKET_PC_LIBS_PRIVATE " -lstdc++ -lm")
+foreach(dir LIBDIR INCLUDEDIR)  # relative to ${prefix} unless given absolute
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(VSOCKET_PC_${dir} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(VSOCKET_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
 set(VSOCKET_PC_PREFIX "@VSOCKET_PC_PREFIX@")  # kept for the install step
 configure_file(${PROJECT_SOURCE_DIR}/cmake/vsocket.pc.in
   ${PROJECT_BINARY_DIR}/vsocket.pc.in @ONLY)
