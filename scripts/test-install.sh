@@ -113,7 +113,8 @@ run_pair() {
   pids+=("$spid")
   local port="" i
   for ((i = 0; i < 100; i++)); do
-    port=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$out.server.out")
+    # (the shell may not have created the file yet)
+    port=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$out.server.out" 2>/dev/null || true)
     [[ -n $port ]] && break
     kill -0 "$spid" 2>/dev/null || break
     sleep 0.1
