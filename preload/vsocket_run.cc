@@ -4,7 +4,8 @@
 //               [--claim-timeout-ms N] [--stats] [--log LEVEL] [--]
 //               program [args...]
 //
-// Finds libvsocket_preload.so next to itself or in ../lib, puts it first in
+// Finds libvsocket_preload.so next to itself, in ../lib or in the install tree's
+// library directory (../lib/<multiarch> on Debian), puts it first in
 // LD_PRELOAD (keeping what was there), sets the VSOCKET_* variables for the
 // options given and execs the program (searched in PATH).  Options may also
 // be written --name=value.  Exit status: the program's, or 127 when it could
@@ -156,8 +157,9 @@ int main(int argc, char** argv) {
   }
   if (library.empty()) library = FindLibrary();
   if (library.empty() || !Readable(library)) {
-    fprintf(stderr, "vsocket-run: cannot find %s next to %s or in ../lib\n",
-            kLibrary, argv[0]);
+    fprintf(stderr,
+            "vsocket-run: cannot find %s next to %s, in ../lib or in ../%s\n",
+            kLibrary, argv[0], VSOCKET_RUN_LIBDIR);
     return 127;
   }
   std::string preload = library;
