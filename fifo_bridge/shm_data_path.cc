@@ -80,6 +80,9 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
                             kLocalTxOnTcp)) {
     FollowPeerToTcp();
   }
+  // Declared before the lock, so it runs after the unlock: the watcher
+  // calls OnDeadline holding its own mutex, and may take the send lock.
+  IdleLookScheduler schedule_idle_look(this);
   SideLock lock(&side_->send_lock);
   if (revoked()) return kStreamMoved;
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
@@ -114,7 +117,7 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
   if (n > 0) {
     NotifyReader();
     StatsBytesSent(kShmKind, static_cast<uint64_t>(n));
-    AfterRingWrite();
+    if (AfterRingWrite()) schedule_idle_look.Arm();
   }
   if (claimed_.load(std::memory_order_relaxed) &&
       producer_->FreeSpace() < static_cast<int64_t>(BlockThreshold())) {

@@ -222,9 +222,24 @@ class ShmTransport final : public Transport,
 
   // ---- Memory that follows use (shm_trim.cc) ----
   // After a send: accounts the transmit ring's newly touched bytes
-  // (StatsShmMemory) and, once kTrimAfterBytes went through it since the
-  // last trim, schedules the idle look.  REQUIRES: the send lock.
-  void AfterRingWrite();
+  // (StatsShmMemory); true once kTrimAfterBytes went through it since the
+  // last trim and the idle look is to be scheduled (IdleLookScheduler).
+  // REQUIRES: the send lock.
+  bool AfterRingWrite();
+  // Schedules the idle look (WatchDeadline) when it goes out of scope, if
+  // armed.  Declared before a SideLock, so that it runs after the unlock:
+  // the watcher thread holds its mutex while it calls OnDeadline, which
+  // may take side locks, so no one may call into the watcher holding one.
+  class IdleLookScheduler {
+   public:
+    explicit IdleLookScheduler(ShmTransport* t) : t_(t) {}
+    ~IdleLookScheduler();
+    void Arm() { armed_ = true; }
+
+   private:
+    ShmTransport* t_;
+    bool armed_ = false;
+  };
   // Watcher thread, once a second while scheduled: a transmit ring that
   // carried no byte since the last look and that the peer has read to the
   // end gives its pages back (MADV_REMOVE; the next write faults in zero

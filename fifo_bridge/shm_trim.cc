@@ -27,7 +27,7 @@ constexpr int64_t kFixedBytes = 4096 + 2 * 4096;
 
 }  // namespace
 
-void ShmTransport::AfterRingWrite() {
+bool ShmTransport::AfterRingWrite() {
   uint64_t written = side_->head - side_->trimmed_head;
   uint64_t touched = std::min<uint64_t>(written, producer_->capacity());
   int64_t want = kFixedBytes +
@@ -40,8 +40,13 @@ void ShmTransport::AfterRingWrite() {
       claimed_.load(std::memory_order_relaxed)) {
     trim_scheduled_ = true;
     trim_look_head_ = ~uint64_t{0};
-    WatchDeadline(this, MonotonicNs() + kIdleLookNs);
+    return true;
   }
+  return false;
+}
+
+ShmTransport::IdleLookScheduler::~IdleLookScheduler() {
+  if (armed_) WatchDeadline(t_, MonotonicNs() + kIdleLookNs);
 }
 
 int64_t ShmTransport::TrimIdleRing() {
