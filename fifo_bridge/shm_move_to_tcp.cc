@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "base/real_libc.h"
 #include "fifo_bridge/shm_transport.h"
+#include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
 #include "vsocket/stats.h"
 #include "vsocket/wait.h"
@@ -187,22 +189,17 @@ void ShmTransport::FollowPeerToTcp() {
 
 ssize_t ShmTransport::SendOnTcp(const struct iovec* iov, int iovcnt,
                                 size_t skip) {
-  struct iovec rest[64];
-  int n = 0;
-  for (int i = 0; i < iovcnt && n < 64; ++i) {
-    if (skip >= iov[i].iov_len) {
-      skip -= iov[i].iov_len;
-      continue;
-    }
-    rest[n].iov_base = static_cast<char*>(iov[i].iov_base) + skip;
-    rest[n].iov_len = iov[i].iov_len - skip;
-    skip = 0;
-    ++n;
-  }
-  if (n == 0) return 0;
   struct msghdr msg = {};
-  msg.msg_iov = rest;
-  msg.msg_iovlen = static_cast<size_t>(n);
+  std::vector<struct iovec> rest;  // only once the call moved some bytes
+  if (skip == 0) {
+    msg.msg_iov = const_cast<struct iovec*>(iov);
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  } else {
+    rest = IovSuffix(iov, static_cast<size_t>(iovcnt), skip);
+    msg.msg_iov = rest.data();
+    msg.msg_iovlen = rest.size();
+  }
+  if (msg.msg_iovlen == 0) return 0;
   ssize_t sent = sys::sendmsg(tcp_fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (sent < 0) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
   StatsBytesSent(TransportKind::kTcp, static_cast<uint64_t>(sent));

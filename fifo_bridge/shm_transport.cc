@@ -66,7 +66,6 @@ std::unique_ptr<ShmTransport> ShmTransport::Assemble(
                                                 capacity, &side->head);
   t->consumer_ = std::make_unique<RingConsumer>(t->rx_, segment->data(rx),
                                                 capacity, &side->tail);
-  t->block_threshold_ = capacity / 4;
   t->segment_ = std::move(segment);
   t->doorbell_ = std::move(doorbell);
   t->tcp_fd_ = tcp_fd;

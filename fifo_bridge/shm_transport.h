@@ -298,7 +298,6 @@ class ShmTransport final : public Transport,
   RingControl* rx_ = nullptr;
   std::unique_ptr<RingProducer> producer_;
   std::unique_ptr<RingConsumer> consumer_;
-  uint64_t block_threshold_ = 0;  // free bytes below which POLLOUT clears
   int tcp_fd_ = -1;
   int64_t claim_deadline_ns_ = 0;
   std::atomic<bool> claimed_{false};

@@ -108,7 +108,7 @@ void ShmTransport::LiftPeerWriterBlock() {
   int64_t available = consumer_->Available();
   if (available < 0 ||
       consumer_->capacity() - static_cast<uint64_t>(available) <
-          block_threshold_) {
+          consumer_->capacity() / 4) {
     return;
   }
   if (rx_->writer_wake.fetch_and(~kWriterBlocked, std::memory_order_seq_cst) &
