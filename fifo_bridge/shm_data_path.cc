@@ -210,6 +210,13 @@ int ShmTransport::WaitReadable(StreamCall& call) {
     EndSpin();
     call.transport_state = kNoSpin;
   }
+  // A user-space poller's hold would keep us unarmed too: end it, and keep
+  // new ones away while we sleep.
+  NoteKernelSleeper(true);
+  struct SleeperCount {
+    ShmTransport* t;
+    ~SleeperCount() { t->NoteKernelSleeper(false); }
+  } sleeper{this};
   int64_t deadline_ns = call.deadline_ns();
   SignalRestartWindow signals;
   for (;;) {

@@ -87,8 +87,10 @@ bool ShmTransport::DescribeForExec(std::vector<std::string>* fields,
 }
 
 void ShmTransport::BeforeExec() {
+  // The new image starts with no poller and no spinning thread: arm.
+  DropUserSpaceHold();
   uint32_t mine = local_spinners_.load(std::memory_order_relaxed);
-  if (mine != 0) side_->spinners.fetch_sub(mine, std::memory_order_seq_cst);
+  if (mine != 0) RemoveSpinners(mine);
   spinners_taken_for_exec_ = mine;
 }
 

@@ -22,6 +22,8 @@ namespace vsocket::fifo {
 namespace sys = ::vsocket::sys;
 
 void ShmTransport::Release() {
+  // Other holders of this side poll for themselves and hold again.
+  DropUserSpaceHold();
   bool last = side_->holders.fetch_sub(1, std::memory_order_acq_rel) == 1;
   if (last && !revoked()) {
     if (role_ == Role::kClient && !IsClaimed()) {

@@ -89,6 +89,15 @@ class ShmTransport final : public Transport,
   void BeforeFork() override;
   void Release() override;
 
+  // User-space readiness (shm_user_space_poll.cc): the rings' indices and
+  // flags; a hold is the kSpinnersPollerHold bit of SideState::spinners,
+  // shared by every process holding this side.
+  UserSpaceReadiness PollUserSpace(uint32_t wanted) override;
+  bool HoldForUserSpacePoll() override;
+  void DropUserSpaceHold() override;
+  // Counts SideState::kernel_sleepers.
+  void NoteKernelSleeper(bool asleep) override;
+
   // The budget entry of this connection's private descriptors, given back
   // by Release().
   void HoldDescriptors(DescriptorReservation reservation) {
@@ -280,6 +289,11 @@ class ShmTransport final : public Transport,
   void UpdateHangup();
   void BeginSpin();
   void EndSpin();
+  // Takes `count` off SideState::spinners; re-arms when that leaves none.
+  void RemoveSpinners(uint32_t count);
+  // The consumer is armed again: set kReaderArmed, and ring ourselves if
+  // data arrived while we were not.
+  void Rearm();
   void ResetConnection(const char* why);
   // -ECONNRESET the first time a reset is reported, then -EPIPE for sends
   // and 0 (EOF) for receives.

@@ -184,7 +184,16 @@ void ShmTransport::BeginSpin() {
 
 void ShmTransport::EndSpin() {
   local_spinners_.fetch_sub(1, std::memory_order_relaxed);
-  if (side_->spinners.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  RemoveSpinners(1);
+}
+
+void ShmTransport::RemoveSpinners(uint32_t count) {
+  if (side_->spinners.fetch_sub(count, std::memory_order_seq_cst) != count)
+    return;
+  Rearm();
+}
+
+void ShmTransport::Rearm() {
   rx_->reader_wake.fetch_or(kReaderArmed, std::memory_order_seq_cst);
   if (consumer_->Available() != 0) SignalSelf();
 }

@@ -56,6 +56,7 @@ SideState* CreateSideState(int* fd) {
   state->tail = 0;
   state->holders.store(1);
   state->spinners.store(0);
+  state->kernel_sleepers.store(0);
   state->local_flags.store(0);
   state->pending_error.store(0);
   return state;

@@ -32,13 +32,19 @@ inline constexpr uint32_t kLocalSentToClosedPeer = 1u << 8;
 // read: our sends go to TCP while our receive ring drains.
 inline constexpr uint32_t kLocalTxOnTcp = 1u << 9;
 
+// The bit of SideState::spinners that stands for user-space pollers.
+inline constexpr uint32_t kSpinnersPollerHold = 1u << 31;
+
 struct SideState {
   pthread_mutex_t send_lock;  // robust, process-shared
   pthread_mutex_t recv_lock;  // robust, process-shared
   uint64_t head;              // our producer index into the tx ring
   uint64_t tail;              // our consumer index into the rx ring
   std::atomic<uint32_t> holders;     // processes holding this connection
-  std::atomic<uint32_t> spinners;    // threads busy-polling the rx ring
+  // Threads busy-polling the rx ring, plus kSpinnersPollerHold while a
+  // user-space poller holds the connection (ShmTransport::
+  // HoldForUserSpacePoll).  Non-zero: the consumer is not armed.
+  std::atomic<uint32_t> spinners;
   std::atomic<uint32_t> local_flags;
   std::atomic<int32_t> pending_error;  // for SO_ERROR
   // The FallbackReason of a move to TCP, for every holder's successor.
@@ -50,6 +56,10 @@ struct SideState {
   // `head` when the transmit ring was last trimmed (shm_trim.cc).  Guarded
   // by send_lock.
   uint64_t trimmed_head;
+  // Threads (of any process holding this side) asleep in the kernel inside
+  // a blocking receive: while there are any, no user-space poller may hold
+  // the connection (ShmTransport::HoldForUserSpacePoll).
+  std::atomic<uint32_t> kernel_sleepers;
 };
 
 // Bytes of the mapping (one page).

@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
+#include "preload/epoll_user_set.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
@@ -31,7 +34,7 @@ bool Marked(int epfd) {
 
 void NoteFastPathInEpollSet(int epfd, int fd) {
   if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return;
-  if (GetConfig().spin_us == 0) return;
+  if (GetConfig().spin_us == 0 || Marked(epfd)) return;
   auto vs = LookupSocket(fd);
   if (!vs || vs->state() != VirtualSocket::State::kConnected) return;
   Transport* t = vs->TransportFinishingConnect(fd);
@@ -47,12 +50,15 @@ void ForgetEpollSet(int fd) {
                               std::memory_order_relaxed);
 }
 
-int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
-                      int64_t timeout_ns, const sigset_t* sigmask,
-                      EpollSleep sleep) {
-  if (timeout_ns != 0) BeforeKernelWait();
-  if (timeout_ns == 0 || !Marked(epfd))
-    return sleep(epfd, events, maxevents, timeout_ns, sigmask);
+namespace {
+
+// The kernel-only busy-poll, for marked sets whose connections user space
+// cannot watch this call (RDMA, a set another thread is polling): non-
+// sleeping epoll_pwait calls for up to the budget, then the caller's sleep.
+int KernelSpinWait(int epfd, struct epoll_event* events, int maxevents,
+                   int64_t timeout_ns, const sigset_t* sigmask,
+                   EpollSleep sleep) {
+  BeforeKernelWait();
   int64_t start = MonotonicNs();
   int64_t budget = int64_t{GetConfig().spin_us} * 1000;
   if (timeout_ns >= 0 && timeout_ns < budget) budget = timeout_ns;
@@ -74,6 +80,121 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   if (timeout_ns < 0) return sleep(epfd, events, maxevents, -1, sigmask);
   int64_t left = timeout_ns - (MonotonicNs() - start);
   return sleep(epfd, events, maxevents, left < 0 ? 0 : left, sigmask);
+}
+
+// Appends the kernel's ready events (without sleeping) to events[0, have)
+// and merges any whose data equals an earlier one.  Returns the new count,
+// or -1 with errno.
+int AppendKernelEvents(int epfd, struct epoll_event* events, int have,
+                       int maxevents, const sigset_t* sigmask) {
+  if (have >= maxevents) return have;
+  int got = real::epoll_pwait(epfd, events + have, maxevents - have, 0, sigmask);
+  if (got < 0) return have > 0 ? have : -1;
+  int count = have;
+  for (int i = have; i < have + got; ++i) {
+    int same = -1;
+    for (int j = 0; j < have; ++j)
+      if (events[j].data.u64 == events[i].data.u64) same = j;
+    if (same >= 0) {
+      events[same].events |= events[i].events;
+    } else {
+      events[count++] = events[i];
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
+int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
+                      int64_t timeout_ns, const sigset_t* sigmask,
+                      EpollSleep sleep) {
+  if (!Marked(epfd) || maxevents <= 0 || GetConfig().spin_us == 0) {
+    // Unmarked sets, and arguments the kernel is to reject, as they are.
+    if (timeout_ns != 0) BeforeKernelWait();
+    return sleep(epfd, events, maxevents, timeout_ns, sigmask);
+  }
+  EpollUserSet* set = EpollUserSet::For(epfd);
+  std::unique_lock<std::mutex> lock(set->mutex(), std::try_to_lock);
+  if (!lock.owns_lock()) {
+    return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask)
+                           : KernelSpinWait(epfd, events, maxevents,
+                                            timeout_ns, sigmask, sleep);
+  }
+  // Ends the call's use of the set (its references, then the lock) once.
+  struct CallEnd {
+    EpollUserSet* set;
+    std::unique_lock<std::mutex>* lock;
+    void operator()() {
+      if (!lock->owns_lock()) return;
+      set->EndCall();
+      lock->unlock();
+    }
+    ~CallEnd() { (*this)(); }
+  } end_call{set, &lock};
+  if (set->BeginCall(epfd) == 0) {
+    end_call();
+    return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask)
+                           : KernelSpinWait(epfd, events, maxevents,
+                                            timeout_ns, sigmask, sleep);
+  }
+  set->HoldAll();
+  int64_t start = MonotonicNs();
+  int64_t budget = int64_t{GetConfig().spin_us} * 1000;
+  if (timeout_ns >= 0 && timeout_ns < budget) budget = timeout_ns;
+  SignalRestartWindow signals;
+  int64_t now = start;
+  for (uint32_t round = 0;; ++round) {
+    bool ask_kernel = false;
+    int ready = 0;
+    bool kernel_first = set->KernelDue(now);
+    if (kernel_first) {
+      ready = AppendKernelEvents(epfd, events, 0, maxevents, sigmask);
+      if (ready < 0) return -1;
+      set->NoteKernelLook(now);
+    }
+    ready = set->Collect(events, ready, maxevents, &ask_kernel);
+    if (!kernel_first && (ask_kernel || (ready == 0 && timeout_ns == 0))) {
+      int merged = AppendKernelEvents(epfd, events, ready, maxevents, sigmask);
+      if (merged < 0) return -1;
+      ready = merged;
+      set->NoteKernelLook(now);
+    }
+    if (ready > 0) {
+      set->NoteCallReturned();
+      return ready;
+    }
+    if (timeout_ns == 0) return 0;
+    if (signals.AnyDelivery()) {
+      errno = EINTR;
+      return -1;
+    }
+    if ((round & 7) == 7) {
+      now = MonotonicNs();
+      if (now - start >= budget) break;
+      if (now - start >= kPureSpinNs) {
+        YieldCpu();
+        continue;
+      }
+    }
+    CpuRelax();
+  }
+  // The budget is spent: give the holds back (arming every connection),
+  // keep other threads' pollers from holding ours meanwhile, and sleep in
+  // the kernel for the rest of the caller's timeout.
+  std::vector<EpollUserSet::Sleeper> sleepers = set->BeforeKernelSleep();
+  end_call();
+  BeforeKernelWait();
+  int64_t left = -1;
+  if (timeout_ns >= 0) {
+    left = timeout_ns - (MonotonicNs() - start);
+    if (left < 0) left = 0;
+  }
+  int ready = sleep(epfd, events, maxevents, left, sigmask);
+  int saved = errno;
+  EpollUserSet::AfterKernelSleep(sleepers);
+  errno = saved;
+  return ready;
 }
 
 }  // namespace vsocket::preload

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include "preload/epoll_user_set.h"
 #include "preload/real_calls.h"
 #include "vsocket/descriptor_swap.h"
 
@@ -28,6 +29,17 @@ Tracked& T() {
 
 // Lets close() skip the mutex in the common case of nothing tracked.
 std::atomic<int> g_count{0};
+// After any change to T().by_fd.  REQUIRES: T().mutex.
+void Changed() {
+  g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+}
+
+// The user-space halves of the sets hear of each change under T().mutex,
+// so that a set's rebuild (which reads T() under it) never misses one.
+void TellSets(const std::vector<EpollRegistration>& regs, int fd) {
+  for (const auto& r : regs)
+    EpollUserSet::NoteChange(r.epfd, fd, EpollUserSet::Change::kRemove, nullptr);
+}
 
 }  // namespace
 
@@ -43,6 +55,7 @@ void InitEpollTracking() {
   SetDescriptorSwapHook(MoveRegistrationsAroundSwap);
   pthread_atfork([] { T().mutex.lock(); }, [] { T().mutex.unlock(); },
                  [] { new (&T().mutex) std::mutex(); });
+  pthread_atfork(nullptr, nullptr, ReplaceEpollUserSetsInChild);
 }
 
 void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
@@ -52,15 +65,20 @@ void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
   while (it != regs.end() && it->epfd != epfd) ++it;
   if (op == EPOLL_CTL_DEL) {
     if (it != regs.end()) regs.erase(it);
+    EpollUserSet::NoteChange(epfd, fd, EpollUserSet::Change::kRemove, nullptr);
   } else if (event) {
     if (it != regs.end()) {
       it->event = *event;
     } else if (op == EPOLL_CTL_ADD) {
       regs.push_back({epfd, *event});
     }
+    EpollUserSet::NoteChange(epfd, fd,
+                             op == EPOLL_CTL_MOD ? EpollUserSet::Change::kModify
+                                                 : EpollUserSet::Change::kAdd,
+                             event);
   }
   if (regs.empty()) T().by_fd.erase(fd);
-  g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+  Changed();
 }
 
 std::vector<EpollRegistration> DetachEpollRegistrations(int fd) {
@@ -72,7 +90,8 @@ std::vector<EpollRegistration> DetachEpollRegistrations(int fd) {
     if (it == T().by_fd.end()) return {};
     regs = std::move(it->second);
     T().by_fd.erase(it);
-    g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+    TellSets(regs, fd);
+    Changed();
   }
   std::vector<EpollRegistration> detached;
   int saved = errno;
@@ -100,6 +119,7 @@ void RestoreEpollRegistrations(int fd,
 void ForgetEpollSetRegistrations(int epfd) {
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(T().mutex);
+  EpollUserSet::NoteReset(epfd);
   for (auto it = T().by_fd.begin(); it != T().by_fd.end();) {
     auto& regs = it->second;
     regs.erase(std::remove_if(regs.begin(), regs.end(),
@@ -109,14 +129,32 @@ void ForgetEpollSetRegistrations(int epfd) {
                regs.end());
     it = regs.empty() ? T().by_fd.erase(it) : std::next(it);
   }
-  g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+  Changed();
 }
 
 void ForgetEpollRegistrations(int fd) {
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(T().mutex);
-  T().by_fd.erase(fd);
-  g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+  auto it = T().by_fd.find(fd);
+  if (it == T().by_fd.end()) return;
+  TellSets(it->second, fd);
+  T().by_fd.erase(it);
+  Changed();
+}
+
+}  // namespace vsocket::preload
+
+namespace vsocket::preload {
+
+std::vector<FdRegistration> RegistrationsIn(int epfd) {
+  std::vector<FdRegistration> found;
+  if (g_count.load(std::memory_order_relaxed) == 0) return found;
+  std::lock_guard<std::mutex> lock(T().mutex);
+  for (const auto& [fd, regs] : T().by_fd) {
+    for (const auto& r : regs)
+      if (r.epfd == epfd) found.push_back({fd, r.event});
+  }
+  return found;
 }
 
 }  // namespace vsocket::preload

@@ -18,6 +18,7 @@
 
 #include <sys/epoll.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace vsocket::preload {
@@ -43,6 +44,15 @@ void RestoreEpollRegistrations(int fd,
 
 // The number `fd` was closed or now refers to something else.
 void ForgetEpollRegistrations(int fd);
+
+// The tracked registrations in set `epfd`, in no particular order.  Each
+// change is also queued to the set's user-space half (epoll_user_set.h),
+// under the same lock.
+struct FdRegistration {
+  int fd;
+  struct epoll_event event;
+};
+std::vector<FdRegistration> RegistrationsIn(int epfd);
 
 // The descriptor `fd`, not a virtual socket, is being closed: if it was an
 // epoll set, forget the registrations made in it.  One atomic load when no

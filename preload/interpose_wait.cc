@@ -32,8 +32,10 @@
 #include "preload/descriptors.h"
 #include "preload/epoll_spin.h"
 #include "preload/epoll_tracking.h"
+#include "preload/poll_user_space.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
+#include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
 #include "base/real_libc.h"
 #include "vsocket/virtual_socket.h"
@@ -87,7 +89,38 @@ int MsLeft(int64_t deadline_ns) {
   return left <= 0 ? 0 : static_cast<int>((left + 999999) / 1000000);
 }
 
+// The spin budget of a wait with `timeout_ns` (-1: forever).
+int64_t SpinBudgetNs(int64_t timeout_ns) {
+  int64_t budget = int64_t{vsocket::GetConfig().spin_us} * 1000;
+  return timeout_ns >= 0 && timeout_ns < budget ? timeout_ns : budget;
+}
+
+// ns left of `timeout_ns` (-1: forever) since `start_ns`.
+int64_t NsLeft(int64_t timeout_ns, int64_t start_ns) {
+  if (timeout_ns < 0) return -1;
+  int64_t left = timeout_ns - (NowNs() - start_ns);
+  return left < 0 ? 0 : left;
+}
+
+int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms);
+
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+  int highest = vsocket::preload::HighestVirtualFd();
+  if (highest < 0 || vsocket::GetConfig().spin_us == 0)
+    return PollInKernel(fds, nfds, timeout_ms);
+  vsocket::preload::PollUserSpace user;
+  if (!user.Begin(fds, nfds, highest)) return PollInKernel(fds, nfds, timeout_ms);
+  int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
+  int64_t start = NowNs();
+  int r = user.Spin(fds, nfds, SpinBudgetNs(timeout_ns), nullptr);
+  if (r != vsocket::preload::PollUserSpace::kSleep) return r;
+  user.PrepareSleep();
+  int64_t left = NsLeft(timeout_ns, start);
+  return PollInKernel(fds, nfds,
+                      left < 0 ? -1 : static_cast<int>((left + 999999) / 1000000));
+}
+
+int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   if (timeout_ms != 0) vsocket::BeforeKernelWait();
   int ready = sys::poll(fds, nfds, timeout_ms);
   int highest = vsocket::preload::HighestVirtualFd();
@@ -103,8 +136,34 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   }
 }
 
+int PpollInKernel(struct pollfd* fds, nfds_t nfds,
+                  const struct timespec* timeout, const sigset_t* sigmask);
+
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
           const sigset_t* sigmask) {
+  int highest = vsocket::preload::HighestVirtualFd();
+  // The kernel validates the timeout (EINVAL): let it see bad ones as given.
+  bool valid = !timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
+                            timeout->tv_nsec < 1000000000);
+  if (highest < 0 || !valid || vsocket::GetConfig().spin_us == 0)
+    return PpollInKernel(fds, nfds, timeout, sigmask);
+  vsocket::preload::PollUserSpace user;
+  if (!user.Begin(fds, nfds, highest))
+    return PpollInKernel(fds, nfds, timeout, sigmask);
+  int64_t timeout_ns =
+      timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
+  int64_t start = NowNs();
+  int r = user.Spin(fds, nfds, SpinBudgetNs(timeout_ns), sigmask);
+  if (r != vsocket::preload::PollUserSpace::kSleep) return r;
+  user.PrepareSleep();
+  int64_t left = NsLeft(timeout_ns, start);
+  struct timespec rest = {static_cast<time_t>(left / 1000000000),
+                          static_cast<long>(left % 1000000000)};
+  return PpollInKernel(fds, nfds, left < 0 ? nullptr : &rest, sigmask);
+}
+
+int PpollInKernel(struct pollfd* fds, nfds_t nfds,
+                  const struct timespec* timeout, const sigset_t* sigmask) {
   if (!timeout || timeout->tv_sec != 0 || timeout->tv_nsec != 0)
     vsocket::BeforeKernelWait();
   int ready = real::ppoll(fds, nfds, timeout, sigmask);
@@ -136,6 +195,72 @@ int DropStaleBits(int nfds, fd_set* readfds, int ready, int highest) {
     --ready;
   }
   return ready;
+}
+
+// select() and pselect() over the user-space poll: 1 when it answered
+// (*result is select's), 0 when the kernel must (nothing watched, or the
+// budget was spent: then *left_ns is the time left and `sleep` counts the
+// sleep until it is destroyed).
+int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
+                      fd_set* exceptfds, int64_t timeout_ns,
+                      const sigset_t* sigmask,
+                      vsocket::preload::PollUserSpace* sleep, int* result,
+                      int64_t* left_ns) {
+  int highest = vsocket::preload::HighestVirtualFd();
+  if (highest < 0 || nfds <= 0 || nfds > FD_SETSIZE ||
+      vsocket::GetConfig().spin_us == 0) {
+    return 0;
+  }
+  struct pollfd fds[FD_SETSIZE];
+  nfds_t n = 0;
+  for (int fd = 0; fd < nfds; ++fd) {
+    short events = 0;
+    if (readfds && FD_ISSET(fd, readfds)) events |= POLLIN;
+    if (writefds && FD_ISSET(fd, writefds)) events |= POLLOUT;
+    if (exceptfds && FD_ISSET(fd, exceptfds)) events |= POLLPRI;
+    if (events) fds[n++] = {fd, events, 0};
+  }
+  if (!sleep->Begin(fds, n, highest)) return 0;
+  int64_t start = NowNs();
+  int r = sleep->Spin(fds, n, SpinBudgetNs(timeout_ns), sigmask);
+  if (r == vsocket::preload::PollUserSpace::kSleep) {
+    sleep->PrepareSleep();
+    *left_ns = NsLeft(timeout_ns, start);
+    return 0;
+  }
+  if (r < 0) {
+    *result = -1;
+    return 1;
+  }
+  for (nfds_t i = 0; i < n; ++i) {
+    // A bad descriptor is select's EBADF, which only the kernel gives.
+    if (fds[i].revents & POLLNVAL) {
+      *left_ns = NsLeft(timeout_ns, start);
+      return 0;
+    }
+  }
+  int bits = 0;
+  if (readfds) FD_ZERO(readfds);
+  if (writefds) FD_ZERO(writefds);
+  if (exceptfds) FD_ZERO(exceptfds);
+  for (nfds_t i = 0; i < n; ++i) {
+    short re = fds[i].revents;
+    int fd = fds[i].fd;
+    if (readfds && (fds[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+      FD_SET(fd, readfds);
+      ++bits;
+    }
+    if (writefds && (fds[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+      FD_SET(fd, writefds);
+      ++bits;
+    }
+    if (exceptfds && (fds[i].events & POLLPRI) && (re & POLLPRI)) {
+      FD_SET(fd, exceptfds);
+      ++bits;
+    }
+  }
+  *result = bits;
+  return 1;
 }
 
 // select() and pselect(): `wait(timeout)` runs the real call with the time
@@ -196,6 +321,28 @@ VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + int64_t{timeout->tv_usec} * 1000
               : -1;
+  vsocket::preload::PollUserSpace user;
+  int result = 0;
+  int64_t start_left = timeout_ns;
+  int64_t start = NowNs();
+  if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_usec >= 0)) {
+    if (SelectInUserSpace(nfds, readfds, writefds, exceptfds, timeout_ns,
+                          nullptr, &user, &result, &start_left)) {
+      if (timeout && result >= 0) {
+        // Linux reports the time left in *timeout.
+        int64_t rest = NsLeft(timeout_ns, start);
+        timeout->tv_sec = rest / 1000000000;
+        timeout->tv_usec = (rest % 1000000000) / 1000;
+      }
+      return result;
+    }
+    if (timeout && start_left != timeout_ns) {
+      // Linux reports the time left in *timeout.
+      timeout->tv_sec = start_left / 1000000000;
+      timeout->tv_usec = (start_left % 1000000000) / 1000;
+      timeout_ns = start_left;
+    }
+  }
   return SelectChecked(nfds, readfds, writefds, exceptfds, timeout_ns,
                        [&](int64_t left_ns) {
                          if (timeout && left_ns != timeout_ns) {
@@ -213,6 +360,23 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
                        const sigset_t* sigmask) {
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
+  vsocket::preload::PollUserSpace user;
+  int result = 0;
+  int64_t start_left = timeout_ns;
+  if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
+                   timeout->tv_nsec < 1000000000)) {
+    if (SelectInUserSpace(nfds, readfds, writefds, exceptfds, timeout_ns,
+                          sigmask, &user, &result, &start_left)) {
+      return result;
+    }
+  }
+  struct timespec shortened;
+  if (timeout && start_left != timeout_ns) {
+    shortened = {static_cast<time_t>(start_left / 1000000000),
+                 static_cast<long>(start_left % 1000000000)};
+    timeout = &shortened;
+    timeout_ns = start_left;
+  }
   return SelectChecked(nfds, readfds, writefds, exceptfds, timeout_ns,
                        [&](int64_t left_ns) {
                          struct timespec rest;

@@ -91,6 +91,43 @@ class Transport {
   // keep the default.
   virtual bool DropStaleWakeup() { return false; }
 
+  // ---- User-space readiness (kCapUserSpaceReadiness; core: ----
+  // ---- vsocket/user_space_poll.h, used by the interposed waits) ----
+  // The readiness of the connection as its own memory shows it, without a
+  // system call.  `exact` false: user space cannot say (end of stream, an
+  // error or a move is pending, or the transport has no such view); the
+  // caller asks the kernel about user_fd() instead, which then is exact.
+  struct UserSpaceReadiness {
+    uint32_t events = 0;    // POLLIN and POLLOUT that hold now
+    uint64_t arrivals = 0;  // changes whenever new bytes arrive (EPOLLET)
+    bool exact = false;
+  };
+  // `wanted`: POLLIN and/or POLLOUT, the events the caller asks about
+  // (the others may be left out of `events` and their counters).
+  virtual UserSpaceReadiness PollUserSpace(uint32_t wanted) {
+    (void)wanted;
+    return {};
+  }
+  // A poller watches this connection in user space from now on: the peer
+  // need not make user_fd() readable for new data (no wake-up system call
+  // per message).  Idempotent, any thread, any process holding the
+  // connection.  Returns true while a hold is in place (taken now or
+  // earlier, by anyone): the caller must then make sure someone calls
+  // DropUserSpaceHold() before anybody sleeps in the kernel on user_fd()
+  // (vsocket/user_space_poll.h keeps that list).
+  virtual bool HoldForUserSpacePoll() { return false; }
+  // Ends the hold, whoever took it: user_fd() is armed again and made
+  // readable at once if data already waits.  Idempotent, any thread.
+  virtual void DropUserSpaceHold() {}
+  // A thread is about to sleep in the kernel waiting for user_fd() to be
+  // readable (`asleep` true), or woke from that sleep (false; exactly once
+  // per true).  While any thread sleeps so, no hold is given (the one in
+  // place ends), so the sleeper gets the peer's wake-up.  Any thread.
+  virtual void NoteKernelSleeper(bool asleep) { (void)asleep; }
+  // Bookkeeping of vsocket/user_space_holds.cc: the hold epoch in which
+  // this process last listed the transport (0: never).
+  std::atomic<uint64_t> user_space_hold_epoch{0};
+
   // The descriptor the application holds (see the contract above).
   virtual int user_fd() const = 0;
 

@@ -1,0 +1,270 @@
+#include "preload/epoll_user_set.h"
+
+#include <poll.h>
+
+#include <atomic>
+
+#include "preload/epoll_spin.h"
+#include "preload/epoll_tracking.h"
+#include "vsocket/socket_table.h"
+#include "vsocket/transport.h"
+#include "vsocket/user_space_holds.h"
+#include "vsocket/virtual_socket.h"
+
+namespace vsocket::preload {
+namespace {
+
+std::atomic<EpollUserSet*> g_sets[kMaxTrackedEpollFd];
+
+// The events user space can answer for; the rest come from the kernel.
+constexpr uint32_t kUserSpaceEvents =
+    EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM;
+
+uint32_t ReadyMask(uint32_t registered, uint32_t poll_events) {
+  uint32_t ready = 0;
+  if (poll_events & POLLIN) ready |= EPOLLIN | EPOLLRDNORM;
+  if (poll_events & POLLOUT) ready |= EPOLLOUT | EPOLLWRNORM;
+  return ready & registered & kUserSpaceEvents;
+}
+
+}  // namespace
+
+EpollUserSet* EpollUserSet::For(int epfd) {
+  EpollUserSet* set = g_sets[epfd].load(std::memory_order_acquire);
+  if (set) return set;
+  auto* made = new EpollUserSet();  // never destroyed (see the header)
+  if (g_sets[epfd].compare_exchange_strong(set, made,
+                                           std::memory_order_acq_rel)) {
+    return made;
+  }
+  delete made;
+  return set;
+}
+
+void ReplaceEpollUserSetsInChild() {
+  for (auto& slot : g_sets) {
+    if (slot.load(std::memory_order_relaxed))
+      slot.store(new EpollUserSet(), std::memory_order_relaxed);
+  }
+}
+
+void EpollUserSet::NoteChange(int epfd, int fd, Change change,
+                              const struct epoll_event* event) {
+  if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return;
+  EpollUserSet* set = g_sets[epfd].load(std::memory_order_acquire);
+  if (!set) return;
+  std::lock_guard<std::mutex> lock(set->changes_mu_);
+  if (set->reset_) return;  // the rebuild will see it
+  Pending p{fd, change, {}};
+  if (event) p.event = *event;
+  set->changes_.push_back(p);
+  set->has_changes_.store(true, std::memory_order_release);
+}
+
+void EpollUserSet::NoteReset(int epfd) {
+  if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return;
+  EpollUserSet* set = g_sets[epfd].load(std::memory_order_acquire);
+  if (!set) return;
+  std::lock_guard<std::mutex> lock(set->changes_mu_);
+  set->changes_.clear();
+  set->reset_ = true;
+  set->has_changes_.store(true, std::memory_order_release);
+}
+
+bool EpollUserSet::MakeEntry(int fd, const struct epoll_event& event,
+                             Entry* entry) {
+  if (event.events & (EPOLLONESHOT | EPOLLEXCLUSIVE)) return false;
+  if (!(event.events & kUserSpaceEvents)) return false;
+  std::shared_ptr<VirtualSocket> vs = LookupSocket(fd);
+  if (!vs || vs->state() != VirtualSocket::State::kConnected) return false;
+  Transport* t = vs->TransportFinishingConnect(fd);
+  if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) return false;
+  *entry = Entry{fd, event, vs};
+  return true;
+}
+
+void EpollUserSet::RemoveEntry(int fd) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].fd != fd) continue;
+    entries_[i] = std::move(entries_.back());
+    entries_.pop_back();
+    return;
+  }
+}
+
+void EpollUserSet::Rebuild(int epfd) {
+  entries_.clear();
+  for (const FdRegistration& reg : RegistrationsIn(epfd)) {
+    Entry entry;
+    if (MakeEntry(reg.fd, reg.event, &entry)) entries_.push_back(std::move(entry));
+  }
+  next_ = 0;
+}
+
+void EpollUserSet::ApplyChanges(int epfd) {
+  std::vector<Pending> changes;
+  bool reset;
+  {
+    std::lock_guard<std::mutex> lock(changes_mu_);
+    changes.swap(changes_);
+    reset = reset_;
+    reset_ = false;
+    has_changes_.store(false, std::memory_order_relaxed);
+  }
+  // A change queued between the swap and the rebuild's snapshot is in
+  // both: applying it twice is harmless.
+  if (reset) {
+    Rebuild(epfd);
+    return;
+  }
+  for (const Pending& p : changes) {
+    if (p.change == Change::kModify) {
+      bool found = false;
+      for (Entry& e : entries_) {
+        if (e.fd != p.fd) continue;
+        found = true;
+        bool still = !(p.event.events & (EPOLLONESHOT | EPOLLEXCLUSIVE)) &&
+                     (p.event.events & kUserSpaceEvents);
+        if (still) {
+          // As the kernel's EPOLL_CTL_MOD: the current state is reported
+          // again, once, even for EPOLLET.
+          e.event = p.event;
+          e.last_arrivals = ~uint64_t{0};
+          e.last_writable = false;
+        }
+        if (!still) RemoveEntry(p.fd);
+        break;
+      }
+      if (found) continue;
+    }
+    if (p.change == Change::kRemove) {
+      RemoveEntry(p.fd);
+      continue;
+    }
+    RemoveEntry(p.fd);
+    Entry entry;
+    if (MakeEntry(p.fd, p.event, &entry)) entries_.push_back(std::move(entry));
+  }
+  if (next_ >= entries_.size()) next_ = 0;
+}
+
+int EpollUserSet::BeginCall(int epfd) {
+  if (has_changes_.load(std::memory_order_acquire)) ApplyChanges(epfd);
+  live_.resize(entries_.size());
+  int watched = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Live& live = live_[i];
+    live.socket = entries_[i].socket.lock();
+    live.transport = nullptr;
+    if (!live.socket) continue;
+    Transport* t = live.socket->TransportFinishingConnect(entries_[i].fd);
+    // A connection that moved to another transport is left to the kernel
+    // until the registrations change.
+    if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) continue;
+    live.transport = t;
+    ++watched;
+  }
+  return watched;
+}
+
+void EpollUserSet::EndCall() {
+  for (Live& live : live_) {
+    live.transport = nullptr;
+    live.socket.reset();
+  }
+}
+
+void EpollUserSet::HoldAll() {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Live& live = live_[i];
+    // Holding is about wake-ups for data: an entry that waits only for
+    // room leaves the connection armed for whoever waits to read.
+    if (!live.transport || !(entries_[i].event.events & (EPOLLIN | EPOLLRDNORM)))
+      continue;
+    if (live.transport->HoldForUserSpacePoll())
+      NoteUserSpaceHold(live.socket, live.transport);
+  }
+}
+
+int EpollUserSet::Collect(struct epoll_event* out, int have, int maxevents,
+                          bool* ask_kernel) {
+  size_t n = entries_.size();
+  if (n == 0) return have;
+  const int kernel_events = have;
+  size_t start = next_ < n ? next_ : 0;
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = (start + k) % n;
+    Transport* t = live_[i].transport;
+    if (!t) continue;
+    Entry& e = entries_[i];
+    uint32_t wanted = 0;
+    if (e.event.events & (EPOLLIN | EPOLLRDNORM)) wanted |= POLLIN;
+    if (e.event.events & (EPOLLOUT | EPOLLWRNORM)) wanted |= POLLOUT;
+    Transport::UserSpaceReadiness r = t->PollUserSpace(wanted);
+    if (!r.exact) {
+      *ask_kernel = true;
+      continue;
+    }
+    uint32_t ready = ReadyMask(e.event.events, r.events);
+    if (e.event.events & EPOLLET) {
+      bool writable = ready & EPOLLOUT;
+      bool edge = ((ready & EPOLLIN) && r.arrivals != e.last_arrivals) ||
+                  (writable && !e.last_writable);
+      if (!writable) e.last_writable = false;
+      if (!edge) continue;
+    } else if (ready == 0) {
+      continue;
+    }
+    int slot = -1;
+    for (int j = 0; j < kernel_events; ++j) {
+      if (out[j].data.u64 == e.event.data.u64) slot = j;
+    }
+    if (slot >= 0) {
+      out[slot].events |= ready;
+    } else if (have < maxevents) {
+      out[have].events = ready;
+      out[have].data = e.event.data;
+      ++have;
+    } else {
+      next_ = i;  // no room: this one comes first next time
+      return have;
+    }
+    e.last_arrivals = r.arrivals;
+    e.last_writable = ready & EPOLLOUT;
+    next_ = i + 1;
+  }
+  return have;
+}
+
+std::vector<EpollUserSet::Sleeper> EpollUserSet::BeforeKernelSleep() {
+  std::vector<Sleeper> sleepers;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Transport* t = live_[i].transport;
+    if (!t || !(entries_[i].event.events & (EPOLLIN | EPOLLRDNORM))) continue;
+    t->NoteKernelSleeper(true);
+    sleepers.push_back({live_[i].socket, t});
+  }
+  return sleepers;
+}
+
+void EpollUserSet::AfterKernelSleep(const std::vector<Sleeper>& sleepers) {
+  for (const Sleeper& s : sleepers) {
+    // A socket closed meanwhile is gone from this process; its count stays
+    // in a side state other processes may share, which at worst keeps their
+    // pollers from holding it (they get wake-ups: slower, never stuck).
+    if (std::shared_ptr<VirtualSocket> alive = s.socket.lock())
+      s.transport->NoteKernelSleeper(false);
+  }
+}
+
+bool EpollUserSet::KernelDue(int64_t now_ns) const {
+  return calls_since_kernel_ >= kKernelEveryCalls ||
+         now_ns - last_kernel_ns_ >= kKernelEveryNs;
+}
+
+void EpollUserSet::NoteKernelLook(int64_t now_ns) {
+  calls_since_kernel_ = 0;
+  last_kernel_ns_ = now_ns;
+}
+
+}  // namespace vsocket::preload

@@ -1,0 +1,151 @@
+// The user-space half of an epoll set that holds fast-path connections.
+//
+// For each tracked registration (epoll_tracking.h) of a connected socket
+// whose transport knows its readiness in user space (kCapUserSpaceReadiness,
+// Transport::PollUserSpace), the set keeps an entry with the registered
+// events and data.  A wait (epoll_spin.cc) collects those entries' events
+// from the rings themselves, without a system call, and merges in the
+// kernel's events for the rest of the set (and for what user space cannot
+// tell: end of stream, errors, moves).  While it does, it holds the
+// connections (Transport::HoldForUserSpacePoll), so their peers send no
+// wake-ups; every kernel sleep gives the holds back first
+// (vsocket/kernel_wait.h).
+//
+// Semantics kept for the user-space part:
+//  - level-triggered: an entry is reported while it is ready;
+//  - EPOLLET: reported when new bytes arrived since the entry's last report,
+//    or when it became writable; the report carries the whole ready mask,
+//    as the kernel's does;
+//  - EPOLLONESHOT and EPOLLEXCLUSIVE registrations are left to the kernel;
+//  - with fewer slots than ready entries, reporting resumes after the last
+//    reported entry next time (fair rotation);
+//  - an event whose data equals one the kernel reported in the same call is
+//    merged into it (union of the bits), so one registration never shows
+//    twice.
+//
+// Threading: one thread uses a set at a time, under mutex() (a wait that
+// finds it taken uses the kernel alone); changes are queued by any thread.  Sets are never destroyed; an
+// epoll descriptor number reused later finds its entries rebuilt.
+#ifndef VSOCKET_PRELOAD_EPOLL_USER_SET_H_
+#define VSOCKET_PRELOAD_EPOLL_USER_SET_H_
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace vsocket {
+class Transport;
+class VirtualSocket;
+}  // namespace vsocket
+
+namespace vsocket::preload {
+
+class EpollUserSet {
+ public:
+  // The set of epoll descriptor `epfd` (0 <= epfd < kMaxTrackedEpollFd),
+  // created on first use.
+  static EpollUserSet* For(int epfd);
+
+  std::mutex& mutex() { return mutex_; }
+
+  // ---- Registration changes (epoll_tracking.cc, under its lock) ----
+  // Queued for the set's next BeginCall, so a program that modifies its
+  // registrations on every request (redis-benchmark's EPOLLOUT on, off)
+  // costs one queue entry each, not a rebuild.  Only sets already used by
+  // a wait hear of them (an unused set builds itself from the tracking).
+  // Any thread, without mutex().
+  enum class Change { kAdd, kModify, kRemove };
+  static void NoteChange(int epfd, int fd, Change change,
+                         const struct epoll_event* event);
+  // The whole set must be built again (its epoll descriptor was closed).
+  static void NoteReset(int epfd);
+
+  // All below: REQUIRES mutex() held.
+
+  // Rebuilds the entries if registrations changed and takes this call's
+  // references to their sockets.  Returns how many entries user space can
+  // watch; 0: the caller uses the kernel alone (EndCall still required).
+  int BeginCall(int epfd);
+  // Drops the references taken by BeginCall.
+  void EndCall();
+  // Holds every watched connection for user-space polling.
+  void HoldAll();
+
+  // Appends the watched entries' ready events to out[0, have), merging
+  // into an event of equal data, up to `maxevents`.  Returns the new count.
+  // *ask_kernel is set when an entry needs the kernel's view now.
+  int Collect(struct epoll_event* out, int have, int maxevents,
+              bool* ask_kernel);
+
+  // Before this call sleeps in the kernel: tells each watched connection
+  // that waits for data (Transport::NoteKernelSleeper), so that no other
+  // thread's poller holds it meanwhile.  Pass the result to
+  // AfterKernelSleep() once the sleep ended (the set may be unlocked then).
+  struct Sleeper {
+    std::weak_ptr<VirtualSocket> socket;
+    Transport* transport;  // valid while `socket` lives
+  };
+  std::vector<Sleeper> BeforeKernelSleep();
+  static void AfterKernelSleep(const std::vector<Sleeper>& sleepers);
+
+  // Whether the kernel's part of the set is due for a look: every
+  // kKernelEveryCalls calls that returned events, or kKernelEveryNs.
+  bool KernelDue(int64_t now_ns) const;
+  void NoteKernelLook(int64_t now_ns);
+  void NoteCallReturned() { ++calls_since_kernel_; }
+
+  static constexpr uint32_t kKernelEveryCalls = 16;
+  static constexpr int64_t kKernelEveryNs = 64 * 1000;
+
+ private:
+  struct Entry {
+    int fd;
+    struct epoll_event event;          // as registered
+    std::weak_ptr<VirtualSocket> socket;
+    uint64_t last_arrivals = ~uint64_t{0};  // EPOLLET: at the last report
+    bool last_writable = false;             // EPOLLET: at the last look
+  };
+  struct Live {
+    std::shared_ptr<VirtualSocket> socket;
+    Transport* transport = nullptr;  // null: left to the kernel this call
+  };
+
+  struct Pending {
+    int fd;
+    Change change;
+    struct epoll_event event;
+  };
+
+  // Builds every entry from the tracked registrations.
+  void Rebuild(int epfd);
+  // Applies the queued changes (or rebuilds, after a reset).
+  void ApplyChanges(int epfd);
+  // An entry for `fd` registered with `event`, if user space can watch it.
+  bool MakeEntry(int fd, const struct epoll_event& event, Entry* entry);
+  void RemoveEntry(int fd);
+
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+  std::vector<Live> live_;  // parallel to entries_, between BeginCall/EndCall
+  size_t next_ = 0;         // where the next Collect starts
+  uint32_t calls_since_kernel_ = 0;
+  int64_t last_kernel_ns_ = 0;
+
+  std::mutex changes_mu_;  // guards the two below; taken alone
+  std::vector<Pending> changes_;
+  bool reset_ = true;  // rebuild at the next call (new, or set closed)
+  std::atomic<bool> has_changes_{true};
+};
+
+// Fork, in the child: every set starts afresh (unlocked, rebuilt at its
+// next wait).  The parent's objects are abandoned, not destroyed: a thread
+// of the parent may have been changing one when fork() copied it.
+void ReplaceEpollUserSetsInChild();
+
+}  // namespace vsocket::preload
+
+#endif  // VSOCKET_PRELOAD_EPOLL_USER_SET_H_

@@ -1,0 +1,137 @@
+#include "preload/poll_user_space.h"
+
+#include <errno.h>
+#include <time.h>
+
+#include "preload/preload_internal.h"
+#include "preload/real_calls.h"
+#include "vsocket/signal_restart.h"
+#include "vsocket/socket_table.h"
+#include "vsocket/transport.h"
+#include "vsocket/user_space_holds.h"
+#include "vsocket/virtual_socket.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::preload {
+namespace {
+
+// When this thread last looked at the kernel's part of a call: a thread
+// whose watched connections are always ready still looks every
+// kKernelEveryNs, so they never starve a pipe or a kernel socket.
+thread_local int64_t t_last_kernel_look_ns = 0;
+
+uint32_t Wanted(short events) {
+  uint32_t wanted = 0;
+  if (events & (POLLIN | POLLRDNORM)) wanted |= POLLIN;
+  if (events & (POLLOUT | POLLWRNORM)) wanted |= POLLOUT;
+  return wanted;
+}
+
+short Revents(short events, uint32_t ready) {
+  short revents = 0;
+  if (ready & POLLIN) revents |= events & (POLLIN | POLLRDNORM);
+  if (ready & POLLOUT) revents |= events & (POLLOUT | POLLWRNORM);
+  return revents;
+}
+
+}  // namespace
+
+PollUserSpace::~PollUserSpace() {
+  for (const Sleeper& s : sleepers_) {
+    if (std::shared_ptr<VirtualSocket> alive = s.socket.lock())
+      s.transport->NoteKernelSleeper(false);
+  }
+}
+
+bool PollUserSpace::Begin(const struct pollfd* fds, nfds_t nfds, int highest) {
+  for (nfds_t i = 0; i < nfds; ++i) {
+    int fd = fds[i].fd;
+    if (fd < 0 || fd > highest || !Ours(fd)) continue;
+    uint32_t wanted = Wanted(fds[i].events);
+    if (!wanted) continue;
+    std::shared_ptr<VirtualSocket> vs = LookupSocket(fd);
+    if (!vs || vs->state() != VirtualSocket::State::kConnected) continue;
+    Transport* t = vs->TransportFinishingConnect(fd);
+    if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) continue;
+    // A connection whose state only the kernel can tell makes the whole
+    // call the kernel's: it is exact, and it answers at once.
+    if (!t->PollUserSpace(wanted).exact) return false;
+    if (watched_.size() == kMaxWatched) break;
+    watched_.push_back({i, std::move(vs), t});
+  }
+  if (watched_.empty()) return false;
+  kernel_fds_.assign(fds, fds + nfds);
+  for (const Watched& w : watched_) kernel_fds_[w.index].fd = -1;
+  for (const struct pollfd& p : kernel_fds_) kernel_part_ |= p.fd >= 0;
+  return true;
+}
+
+int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
+                        const sigset_t* sigmask) {
+  for (const Watched& w : watched_) {
+    if ((fds[w.index].events & (POLLIN | POLLRDNORM)) &&
+        w.transport->HoldForUserSpacePoll()) {
+      NoteUserSpaceHold(w.socket, w.transport);
+    }
+  }
+  int64_t start = MonotonicNs();
+  int64_t now = start;
+  SignalRestartWindow signals;
+  for (uint32_t round = 0;; ++round) {
+    int ready = 0;
+    for (const Watched& w : watched_) {
+      short events = fds[w.index].events;
+      Transport::UserSpaceReadiness r = w.transport->PollUserSpace(Wanted(events));
+      if (!r.exact) return kSleep;  // the kernel answers (at once)
+      short revents = Revents(events, r.events);
+      fds[w.index].revents = revents;
+      if (revents) ++ready;
+    }
+    bool kernel_due =
+        kernel_part_ && (budget_ns == 0 || round == 0 ||
+                         now - t_last_kernel_look_ns >= kKernelEveryNs);
+    if (kernel_due) {
+      struct timespec zero = {0, 0};
+      int got = real::ppoll(kernel_fds_.data(), nfds, &zero, sigmask);
+      if (got < 0) return -1;
+      t_last_kernel_look_ns = now;
+      for (nfds_t i = 0; i < nfds; ++i) {
+        if (kernel_fds_[i].fd < 0) continue;
+        fds[i].revents = kernel_fds_[i].revents;
+      }
+      ready += got;
+    } else if (ready > 0) {
+      for (nfds_t i = 0; i < nfds; ++i)
+        if (kernel_fds_[i].fd >= 0) fds[i].revents = 0;
+    }
+    if (ready > 0) return ready;
+    if (budget_ns == 0) {
+      for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = 0;
+      return 0;
+    }
+    if (signals.AnyDelivery()) {
+      errno = EINTR;
+      return -1;
+    }
+    if ((round & 7) == 7) {
+      now = MonotonicNs();
+      if (now - start >= budget_ns) return kSleep;
+      if (now - start >= kPureSpinNs) {
+        YieldCpu();
+        continue;
+      }
+    }
+    CpuRelax();
+  }
+}
+
+void PollUserSpace::PrepareSleep() {
+  for (const Watched& w : watched_) {
+    if (!(kernel_fds_[w.index].events & (POLLIN | POLLRDNORM))) continue;
+    w.transport->NoteKernelSleeper(true);
+    sleepers_.push_back({w.socket, w.transport});
+  }
+  watched_.clear();
+}
+
+}  // namespace vsocket::preload

@@ -1,0 +1,89 @@
+// The user-space half of poll, ppoll, select and pselect (interpose_wait.cc)
+// for calls whose descriptors include fast-path connections.
+//
+// One PollUserSpace lives for one call.  Begin() finds, among the caller's
+// descriptors, the connected sockets whose transport knows its readiness in
+// user space (Transport::PollUserSpace); Spin() then looks at their rings
+// without a system call, holding them (no wake-ups from their peers), and
+// at the kernel's descriptors only every kKernelEveryNs, with a
+// non-sleeping poll() on a copy whose watched entries are switched off
+// (-1).  A set made only of watched connections makes no system call at
+// all until it sleeps.  Whatever user space cannot tell (end of stream,
+// errors, POLLNVAL) ends the spin and leaves the call to the kernel, which
+// is then exact.
+//
+// The events reported for a watched connection are POLLIN and POLLOUT as
+// asked; POLLHUP, POLLERR, POLLRDHUP and POLLPRI come from the kernel.
+//
+// Threading: the calling thread only.  Sockets stay referenced for the
+// object's life; PrepareSleep() drops them (keeping weak ones to count the
+// sleep, see Transport::NoteKernelSleeper) so that a close by another
+// thread while this one sleeps is not delayed.
+#ifndef VSOCKET_PRELOAD_POLL_USER_SPACE_H_
+#define VSOCKET_PRELOAD_POLL_USER_SPACE_H_
+
+#include <poll.h>
+#include <signal.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace vsocket {
+class Transport;
+class VirtualSocket;
+}  // namespace vsocket
+
+namespace vsocket::preload {
+
+class PollUserSpace {
+ public:
+  PollUserSpace() = default;
+  PollUserSpace(const PollUserSpace&) = delete;
+  PollUserSpace& operator=(const PollUserSpace&) = delete;
+  ~PollUserSpace();
+
+  // At most this many watched connections per call; a call with more
+  // watches the first ones and leaves the rest to the kernel's look.
+  static constexpr size_t kMaxWatched = 256;
+  static constexpr int64_t kKernelEveryNs = 64 * 1000;
+
+  // True when some of fds[0, nfds) are connections user space can watch.
+  // REQUIRES: `highest` is preload::HighestVirtualFd().
+  bool Begin(const struct pollfd* fds, nfds_t nfds, int highest);
+
+  enum : int { kSleep = -2 };
+  // Looks for up to `budget_ns` (0: one look).  Returns the number of
+  // ready entries with every revents of fds set as poll() would (>0), 0
+  // when a one-look call found nothing, -1 with errno (EINTR when a
+  // handled signal arrived), or kSleep: nothing within the budget, or the
+  // kernel must answer; the caller then calls PrepareSleep(), waits in the
+  // kernel for the rest of its timeout, and destroys this object.
+  // `sigmask` is applied during the kernel looks, as ppoll would.
+  int Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
+           const sigset_t* sigmask);
+
+  // Gives every hold back and counts this thread as a kernel sleeper of
+  // the watched connections until destruction.
+  void PrepareSleep();
+
+ private:
+  struct Watched {
+    nfds_t index;  // into the caller's fds
+    std::shared_ptr<VirtualSocket> socket;
+    Transport* transport;
+  };
+  struct Sleeper {
+    std::weak_ptr<VirtualSocket> socket;
+    Transport* transport;
+  };
+
+  std::vector<Watched> watched_;
+  std::vector<struct pollfd> kernel_fds_;  // the caller's, watched ones -1
+  bool kernel_part_ = false;               // kernel_fds_ has a descriptor
+  std::vector<Sleeper> sleepers_;
+};
+
+}  // namespace vsocket::preload
+
+#endif  // VSOCKET_PRELOAD_POLL_USER_SPACE_H_
