@@ -20,7 +20,6 @@
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
 #include "preload/inherited_variable.h"
-#include "vsocket/descriptor_number.h"
 #include "vsocket/log.h"
 #include "vsocket/path_selection.h"
 #include "base/real_libc.h"
