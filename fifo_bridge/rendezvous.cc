@@ -51,6 +51,7 @@ bool ProbeOne(const std::string& ip, uint16_t port, ProbeResult* result) {
 bool EndpointFromSockaddr(const struct sockaddr* addr, socklen_t len,
                           Endpoint* out) {
   char text[INET6_ADDRSTRLEN];
+  if (len < sizeof(sa_family_t)) return false;  // not even the family
   if (addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
     auto* in = reinterpret_cast<const struct sockaddr_in*>(addr);
     out->port = ntohs(in->sin_port);

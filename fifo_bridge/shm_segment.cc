@@ -55,6 +55,13 @@ size_t SegmentBytes(uint64_t capacity) {
   return kSegmentHeaderBytes + 2 * RingStride(capacity);
 }
 
+bool IsValidSegmentHeader(const SegmentHeader& header, uint64_t file_bytes) {
+  return header.magic == kSegmentMagic && header.version == kSegmentVersion &&
+         header.header_bytes == kSegmentHeaderBytes &&
+         IsValidCapacity(header.ring_capacity) &&
+         file_bytes == SegmentBytes(header.ring_capacity);
+}
+
 ShmSegment::~ShmSegment() {
   if (base_) ::munmap(base_, bytes_);
   if (fd_ >= 0) sys::close(fd_);
@@ -144,12 +151,8 @@ int ShmSegment::ValidateAndMap(int fd, std::unique_ptr<ShmSegment>* out) {
       static_cast<ssize_t>(sizeof(header))) {
     return -EINVAL;
   }
-  if (header.magic != kSegmentMagic || header.version != kSegmentVersion ||
-      header.header_bytes != kSegmentHeaderBytes ||
-      !IsValidCapacity(header.ring_capacity) ||
-      static_cast<uint64_t>(st.st_size) != SegmentBytes(header.ring_capacity)) {
+  if (!IsValidSegmentHeader(header, static_cast<uint64_t>(st.st_size)))
     return -EINVAL;
-  }
   return MapFile(fd, header.ring_capacity, out);
 }
 

@@ -111,6 +111,11 @@ class ShmSegment {
 // Total bytes of a segment whose rings hold `capacity` bytes each.
 size_t SegmentBytes(uint64_t capacity);
 
+// The check a server makes on a private copy of an offer's header before it
+// maps the file of `file_bytes` bytes: magic, version, header size, ring
+// capacity and the file's size.  Pure; the claim word is not looked at.
+bool IsValidSegmentHeader(const SegmentHeader& header, uint64_t file_bytes);
+
 }  // namespace vsocket::fifo
 
 #endif  // VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_

@@ -19,7 +19,7 @@
 #include "vsocket/provider_registry.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
-#include "vsocket/descriptor_number.h"
+#include "preload/inherited_variable.h"
 #include "vsocket/log.h"
 #include "vsocket/path_selection.h"
 #include "base/real_libc.h"
@@ -29,45 +29,21 @@ namespace vsocket::preload {
 namespace {
 
 
-std::vector<std::string> Split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (;;) {
-    size_t end = text.find(sep, start);
-    parts.push_back(text.substr(start, end - start));
-    if (end == std::string::npos) return parts;
-    start = end + 1;
-  }
-}
-
-// A descriptor number: decimal digits only, below 2^20 ("-1" if allowed).
-bool ParseFd(const std::string& text, bool allow_none, int* fd) {
-  if (allow_none && text == "-1") {
-    *fd = -1;
-    return true;
-  }
-  return ParseDescriptorNumber(text, fd);
-}
-
 // The application's numbers of one socket: distinct, open, and the same
 // open file as the first.
 bool ParseNumbers(const std::string& text, std::vector<int>* fds) {
+  if (!ParseInheritedFdList(text, fds)) return false;
   struct stat first {};
-  for (const std::string& part : Split(text, '+')) {
-    int fd;
+  for (size_t i = 0; i < fds->size(); ++i) {
     struct stat st;
-    if (!ParseFd(part, false, &fd) || ::fstat(fd, &st) != 0) return false;
-    for (int seen : *fds) {
-      if (seen == fd) return false;
-    }
-    if (fds->empty()) {
+    if (::fstat((*fds)[i], &st) != 0) return false;
+    if (i == 0) {
       first = st;
     } else if (st.st_dev != first.st_dev || st.st_ino != first.st_ino) {
       return false;
     }
-    fds->push_back(fd);
   }
-  return !fds->empty();
+  return true;
 }
 
 int SocketOption(int fd, int name) {
@@ -113,20 +89,20 @@ bool NamedOnce(std::vector<int>* named, const std::vector<int>& fds) {
 
 // "<transport>,<fields...>,<fds>" (exec_handover.h)
 const char* AdoptConnection(TransportProvider* provider,
-                            const std::vector<std::string>& f,
+                            const InheritedEntry& entry,
                             std::vector<int>* named) {
   std::vector<int> fds;
   std::vector<int> private_fds;
-  std::vector<std::string> fields;
-  if (f.size() >= 2) fields.assign(f.begin() + 1, f.end() - 1);
-  if (f.size() < 2 || !provider->ExecDescriptors(fields, &private_fds)) {
+  const std::vector<std::string>& fields = entry.fields;
+  if (entry.field_count < 2 || !provider->ExecDescriptors(fields, &private_fds)) {
     return "malformed connection entry";
   }
-  if (!ParseNumbers(f.back(), &fds)) {
+  if (!ParseNumbers(entry.numbers, &fds)) {
     // Still reset what is recognisably a wait socket.
-    for (const std::string& part : Split(f.back(), '+')) {
+    fds.clear();
+    for (const std::string& part : SplitInherited(entry.numbers, '+')) {
       int fd;
-      if (ParseFd(part, false, &fd)) fds.push_back(fd);
+      if (ParseInheritedFd(part, false, &fd)) fds.push_back(fd);
     }
     GiveUp(fds);
     return "bad descriptor numbers";
@@ -175,11 +151,12 @@ bool IsListenerMarker(int fd) {
 }
 
 // "listen,<marker|-1>,<fds>"
-const char* AdoptListener(const std::vector<std::string>& f,
+const char* AdoptListener(const InheritedEntry& entry,
                           std::vector<int>* named) {
   std::vector<int> fds;
   int marker = -1;
-  if (f.size() != 3 || !ParseFd(f[1], true, &marker) || !ParseNumbers(f[2], &fds))
+  if (entry.field_count != 3 || !ParseInheritedFd(entry.fields[0], true, &marker) ||
+      !ParseNumbers(entry.numbers, &fds))
     return "malformed listener entry";
   if (!IsListeningInetSocket(fds.front())) return "not a listening TCP socket";
   std::vector<int> all = fds;
@@ -222,8 +199,8 @@ void AdoptInheritedSockets() {
   if (!value) return;
   std::string text = value;
   ::unsetenv(kInheritedVariable);  // not for our own children
-  std::vector<std::string> entries = Split(text, ';');
-  if (entries.front() != "1") {
+  std::vector<InheritedEntry> entries;
+  if (!ParseInheritedVariable(text, &entries)) {
     VSOCKET_LOG(kWarn, "%s: unknown format \"%.40s\", ignored", kInheritedVariable,
                 text.c_str());
     return;
@@ -231,14 +208,14 @@ void AdoptInheritedSockets() {
   int failed = 0;
   const char* first_problem = nullptr;
   std::vector<int> named;  // descriptors named by the entries so far
-  for (size_t i = 1; i < entries.size(); ++i) {
-    std::vector<std::string> fields = Split(entries[i], ',');
-    TransportProvider* provider = fields[0] == "listen" ? nullptr
-                                  : ProviderNamed(fields[0].c_str());
+  for (const InheritedEntry& entry : entries) {
+    bool listener = entry.kind == "listen";
+    TransportProvider* provider = listener ? nullptr
+                                  : ProviderNamed(entry.kind.c_str());
     if (provider && !(provider->capabilities() & kCapExecHandover)) provider = nullptr;
-    const char* problem = provider ? AdoptConnection(provider, fields, &named)
-                          : fields[0] == "listen" ? AdoptListener(fields, &named)
-                                                  : "unknown entry";
+    const char* problem = provider ? AdoptConnection(provider, entry, &named)
+                          : listener ? AdoptListener(entry, &named)
+                                     : "unknown entry";
     if (problem) {
       ++failed;
       if (!first_problem) first_problem = problem;
@@ -246,7 +223,7 @@ void AdoptInheritedSockets() {
   }
   if (failed) {
     VSOCKET_LOG(kWarn, "%s: %d of %zu entries rejected or degraded (%s)",
-                kInheritedVariable, failed, entries.size() - 1, first_problem);
+                kInheritedVariable, failed, entries.size(), first_problem);
   }
 }
 

@@ -4,6 +4,8 @@
 # renders them and builds the Debian package with dpkg-shlibdeps).
 # Idempotent: does nothing when everything is present.  Needs root.
 #   --apps  also the real programs used by tests and benchmarks/apps
+#   --fuzz  also clang, for the libFuzzer targets (scripts/fuzz.sh only; the
+#           default build and CI's test stage do not need it)
 set -euo pipefail
 packages=(
   g++ cmake make pkg-config
@@ -12,6 +14,9 @@ packages=(
   python3 iperf3 socat netcat-openbsd ucspi-tcp openbsd-inetd
   scdoc man-db dpkg-dev file
 )
+if [[ "${1:-}" == "--fuzz" ]]; then
+  packages+=(clang)
+fi
 if [[ "${1:-}" == "--apps" ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached
              libmemcached-tools python3-torch)

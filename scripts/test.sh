@@ -10,6 +10,10 @@
 #   scripts/test.sh                        needs root: installs its own packages
 #   VSOCKET_SKIP_RDMA_VM=1 scripts/test.sh developers only: no RDMA guest stage
 #                                          (printed loudly; CI must not set it)
+#   VSOCKET_FUZZ_SECONDS=N scripts/test.sh also runs every libFuzzer target N s
+#                                          (scripts/fuzz.sh; installs clang then).
+#                                          Off by default: the replay tests
+#                                          (ctest -L fuzz) run in both builds.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/install-deps.sh" --apps
@@ -33,6 +37,10 @@ echo "== AddressSanitizer + UBSan build =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_suite sanitize -DVSOCKET_SANITIZE=ON -DVSOCKET_BUILD_BENCHMARKS=OFF
+if [[ -n ${VSOCKET_FUZZ_SECONDS:-} ]]; then
+  echo "== libFuzzer targets, ${VSOCKET_FUZZ_SECONDS} s each (clang, build-fuzz) =="
+  "$top/scripts/fuzz.sh" -t "$VSOCKET_FUZZ_SECONDS"
+fi
 echo "== RDMA suite in the Soft-RoCE guest (optimised build) =="
 if [[ ${VSOCKET_SKIP_RDMA_VM:-} == 1 ]]; then
   echo "!! SKIPPED: VSOCKET_SKIP_RDMA_VM=1 is set, so the RDMA tests did NOT run."

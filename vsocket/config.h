@@ -49,9 +49,17 @@ struct Config {
 // The configuration of this process.
 const Config& GetConfig();
 
+// Where ParseConfig reads a variable: its value, or nullptr when unset.
+using ConfigLookup = const char* (*)(const char* name, void* context);
+// The configuration the VSOCKET_* values `lookup` gives would make (what
+// GetConfig does once with getenv).  Pure apart from WarnConfigValue's
+// lines; every field it returns is within its documented range.
+Config ParseConfig(ConfigLookup lookup, void* context);
+
 // For providers that read VSOCKET_* variables of their own, once, in the
 // same way (rdma_backend/rdma_config.cc).
-// Parses "123", "64K", "1M", "1G" (binary units); false on junk.
+// Parses "123", "64K", "1M", "1G" (binary units); false on junk: a sign,
+// blanks, other suffixes, or a value that does not fit 64 bits.
 bool ParseConfigSize(const char* text, uint64_t* out);
 // One line on stderr: the variable is ignored, and what is used instead.
 void WarnConfigValue(const char* name, const char* value, const char* kept);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/, -DVSOCKET_FUZZ=ON, clang with
+# ASan + UBSan, in build-fuzz/) and runs each for N seconds on a copy of its
+# committed corpus, one after the other, nice'd.  Exit status 0 only if no
+# target found a crash, a leak, a hang or a failed check.
+#
+#   scripts/fuzz.sh                 every target, 60 s each
+#   scripts/fuzz.sh -t 300 ring     one target, 5 minutes
+#   scripts/fuzz.sh -l              list the targets
+#
+# Longer runs by hand: after one run of this script,
+#   cd build-fuzz/tests/fuzz
+#   mkdir -p work/ring && ./ring_fuzz -max_total_time=3600 -timeout=5 \
+#       -rss_limit_mb=2048 work/ring ../../../tests/fuzz/corpus/ring
+# (the first directory collects new inputs, the others are read).  A crash
+# leaves crash-<sha1> in the current directory; replay it with
+#   ./ring_fuzz crash-<sha1>
+# and, once fixed, add it to tests/fuzz/corpus/ring/ so that the replay test
+# (ctest -R fuzz.) keeps it fixed in every build.  To grow the committed
+# corpus, minimise first: ./ring_fuzz -merge=1 <new dir> work/ring.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+seconds=60
+targets=()
+while (($#)); do
+  case "$1" in
+    -t) seconds=$2; shift 2 ;;
+    -l) ls "$top/tests/fuzz" | sed -n 's/_fuzz\.cc$//p'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+if ((${#targets[@]} == 0)); then
+  mapfile -t targets < <(ls "$top/tests/fuzz" | sed -n 's/_fuzz\.cc$//p')
+fi
+if ! command -v clang++ >/dev/null; then
+  "$top/scripts/install-deps.sh" --fuzz
+fi
+build="$top/build-fuzz"
+cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DVSOCKET_FUZZ=ON \
+  -DVSOCKET_BUILD_BENCHMARKS=OFF >/dev/null
+# One job: fuzzing shares the machine.
+nice -n 10 cmake --build "$build" -j1 --target "${targets[@]/%/_fuzz}"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+status=0
+for t in "${targets[@]}"; do
+  work="$build/tests/fuzz/work/$t"
+  mkdir -p "$work"
+  log="$build/tests/fuzz/$t.log"
+  echo "== $t: ${seconds} s (log: $log)"
+  # Inputs found go to $work; the committed corpus is only read.
+  if (cd "$build/tests/fuzz" && nice -n 10 "./${t}_fuzz" -max_total_time="$seconds" \
+        -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
+        "$work" "$top/tests/fuzz/corpus/$t" >"$log" 2>&1); then
+    grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^#[0-9]+.*DONE' "$log" || true
+  else
+    echo "!! $t failed: see $log"; grep -E 'ERROR|FUZZ_CHECK|SUMMARY|Test unit written' "$log" | head -5
+    status=1
+  fi
+done
+exit $status
