@@ -1,13 +1,16 @@
-// Busy-polling epoll_wait for sets that hold a fast-path connection.
+// epoll_wait for sets that hold a fast-path connection.
 //
-// An epoll program (redis, nginx, gloo) sleeps in epoll_wait between
-// messages; on a shared-memory connection the wake-up then costs more than
-// the whole transfer (a futex-style sleep and wake-up is ~20 µs here, the
-// ring ~0.5 µs).  For an epoll set that holds a shared-memory connection,
-// epoll_wait first polls the set without sleeping for up to VSOCKET_SPIN_US
-// (the budget blocking socket calls spin for), then sleeps for the rest of
-// the caller's timeout.  Sets that never held one take the kernel's path
-// after one bit test.
+// An epoll program (redis, nginx, gloo) waits in epoll_wait between
+// messages; on a shared-memory connection a kernel wake-up costs more than
+// the whole transfer (a sleep and wake-up is ~20 µs here, the ring
+// ~0.5 µs).  For a set that holds a shared-memory connection, epoll_wait
+// reads its connections from their rings (epoll_user_set.h) for up to
+// VSOCKET_SPIN_US, looking at the kernel's part of the set every 16
+// returns or 64 µs, then sleeps in the kernel for the rest of the caller's
+// timeout.  Sets whose connections user space cannot watch this call (RDMA,
+// a set another thread is already polling) busy-poll with non-sleeping
+// epoll_pwait calls instead.  Sets that never held one take the kernel's
+// path after one bit test.
 //
 // A set is marked when a connected shared-memory socket is added to it
 // (epoll_ctl, or connect() moving an earlier registration); the mark stays
@@ -42,9 +45,10 @@ using EpollSleep = int (*)(int epfd, struct epoll_event* events,
                            int maxevents, int64_t timeout_ns,
                            const sigset_t* sigmask);
 
-// Waits as `sleep` would for `timeout_ns`, but spins first when `epfd` is
-// marked: non-sleeping epoll_pwait calls (with `sigmask`, so a signal it
-// unblocks still interrupts) for up to the spin budget.
+// Waits as `sleep` would for `timeout_ns`, but first, when `epfd` is
+// marked, for up to the spin budget: from the rings of its watched
+// connections, merged with non-sleeping epoll_pwait looks at the kernel
+// (with `sigmask`, so a signal it unblocks still interrupts).
 int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
                       int64_t timeout_ns, const sigset_t* sigmask,
                       EpollSleep sleep);

@@ -112,7 +112,7 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   if (!user.Begin(fds, nfds, highest)) return PollInKernel(fds, nfds, timeout_ms);
   int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
   int64_t start = NowNs();
-  int r = user.Spin(fds, nfds, SpinBudgetNs(timeout_ns), nullptr);
+  int r = user.Spin(fds, nfds, SpinBudgetNs(timeout_ns), nullptr, start);
   if (r != vsocket::preload::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
@@ -153,7 +153,7 @@ int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
   int64_t start = NowNs();
-  int r = user.Spin(fds, nfds, SpinBudgetNs(timeout_ns), sigmask);
+  int r = user.Spin(fds, nfds, SpinBudgetNs(timeout_ns), sigmask, start);
   if (r != vsocket::preload::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
@@ -202,7 +202,7 @@ int DropStaleBits(int nfds, fd_set* readfds, int ready, int highest) {
 // budget was spent: then *left_ns is the time left and `sleep` counts the
 // sleep until it is destroyed).
 int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
-                      fd_set* exceptfds, int64_t timeout_ns,
+                      fd_set* exceptfds, int64_t timeout_ns, int64_t start,
                       const sigset_t* sigmask,
                       vsocket::preload::PollUserSpace* sleep, int* result,
                       int64_t* left_ns) {
@@ -221,8 +221,7 @@ int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
     if (events) fds[n++] = {fd, events, 0};
   }
   if (!sleep->Begin(fds, n, highest)) return 0;
-  int64_t start = NowNs();
-  int r = sleep->Spin(fds, n, SpinBudgetNs(timeout_ns), sigmask);
+  int r = sleep->Spin(fds, n, SpinBudgetNs(timeout_ns), sigmask, start);
   if (r == vsocket::preload::PollUserSpace::kSleep) {
     sleep->PrepareSleep();
     *left_ns = NsLeft(timeout_ns, start);
@@ -327,7 +326,7 @@ VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
   int64_t start = NowNs();
   if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_usec >= 0)) {
     if (SelectInUserSpace(nfds, readfds, writefds, exceptfds, timeout_ns,
-                          nullptr, &user, &result, &start_left)) {
+                          start, nullptr, &user, &result, &start_left)) {
       if (timeout && result >= 0) {
         // Linux reports the time left in *timeout.
         int64_t rest = NsLeft(timeout_ns, start);
@@ -366,7 +365,7 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
   if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
                    timeout->tv_nsec < 1000000000)) {
     if (SelectInUserSpace(nfds, readfds, writefds, exceptfds, timeout_ns,
-                          sigmask, &user, &result, &start_left)) {
+                          NowNs(), sigmask, &user, &result, &start_left)) {
       return result;
     }
   }

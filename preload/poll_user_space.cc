@@ -67,14 +67,14 @@ bool PollUserSpace::Begin(const struct pollfd* fds, nfds_t nfds, int highest) {
 }
 
 int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
-                        const sigset_t* sigmask) {
+                        const sigset_t* sigmask, int64_t start_ns) {
   for (const Watched& w : watched_) {
     if ((fds[w.index].events & (POLLIN | POLLRDNORM)) &&
         w.transport->HoldForUserSpacePoll()) {
       NoteUserSpaceHold(w.socket, w.transport);
     }
   }
-  int64_t start = MonotonicNs();
+  int64_t start = start_ns;
   int64_t now = start;
   SignalRestartWindow signals;
   for (uint32_t round = 0;; ++round) {
@@ -87,8 +87,10 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
       fds[w.index].revents = revents;
       if (revents) ++ready;
     }
+    // A one-look call whose rings show nothing looks at the kernel too;
+    // otherwise the kernel's part waits for its turn.
     bool kernel_due =
-        kernel_part_ && (budget_ns == 0 || round == 0 ||
+        kernel_part_ && ((budget_ns == 0 && ready == 0) ||
                          now - t_last_kernel_look_ns >= kKernelEveryNs);
     if (kernel_due) {
       struct timespec zero = {0, 0};

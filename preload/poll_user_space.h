@@ -5,9 +5,9 @@
 // descriptors, the connected sockets whose transport knows its readiness in
 // user space (Transport::PollUserSpace); Spin() then looks at their rings
 // without a system call, holding them (no wake-ups from their peers), and
-// at the kernel's descriptors only every kKernelEveryNs, with a
-// non-sleeping poll() on a copy whose watched entries are switched off
-// (-1).  A set made only of watched connections makes no system call at
+// at the kernel's descriptors only every kKernelEveryNs (or when a
+// zero-timeout call finds nothing in the rings), with a non-sleeping
+// poll() on a copy whose watched entries are switched off (-1).  A set made only of watched connections makes no system call at
 // all until it sleeps.  Whatever user space cannot tell (end of stream,
 // errors, POLLNVAL) ends the spin and leaves the call to the kernel, which
 // is then exact.
@@ -60,8 +60,10 @@ class PollUserSpace {
   // kernel must answer; the caller then calls PrepareSleep(), waits in the
   // kernel for the rest of its timeout, and destroys this object.
   // `sigmask` is applied during the kernel looks, as ppoll would.
+  // `start_ns` is MonotonicNs() at the caller's entry (the budget counts
+  // from there).
   int Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
-           const sigset_t* sigmask);
+           const sigset_t* sigmask, int64_t start_ns);
 
   // Gives every hold back and counts this thread as a kernel sleeper of
   // the watched connections until destruction.

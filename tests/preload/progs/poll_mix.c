@@ -1,10 +1,12 @@
 /* poll and select over a connection beside a pipe, as the kernel answers
  * them for TCP; under vsocket the connection's part comes from its rings.
- *   poll     each member reports alone and together; timeout 0 finds
+ *   poll     each member reports alone and together (a kernel member may
+ *            come one look after a ready connection); timeout 0 finds
  *            nothing; end of stream gives POLLIN|POLLRDHUP, both ways shut
  *            POLLHUP; an fd of -1 is skipped, a closed one is POLLNVAL
  *   select   read and write sets, the time left in *timeout, EBADF for a
- *            closed descriptor beside a ready connection
+ *            closed descriptor beside a ready connection (POLLNVAL and
+ *            EBADF, like any kernel member's state, may come one look late)
  * usage: poll_mix poll|select */
 #define _GNU_SOURCE
 #include "ptest.h"
@@ -25,9 +27,18 @@ static void test_poll(void) {
     CHECK_EQ(fds[1].revents, 0);
     CHECK_EQ(fds[2].revents, 0);
     CHECK_EQ(write(p[1], "p", 1), 1);
-    CHECK_EQ(poll(fds, 3, 2000), 2);
-    CHECK_EQ(fds[0].revents, POLLIN);
-    CHECK_EQ(fds[1].revents, POLLIN);
+    /* Both report; the kernel's members may come a look later than a
+     * ready ring (at most 64 µs: docs/COMPATIBILITY.md). */
+    short seen0 = 0, seen1 = 0;
+    for (int64_t end = now_ms() + 2000; !(seen0 && seen1) && now_ms() < end;) {
+      int n = poll(fds, 3, 2000);
+      CHECK(n >= 1 && n <= 2);
+      CHECK_EQ(fds[0].revents, POLLIN); /* level-triggered: every time */
+      seen0 |= fds[0].revents;
+      seen1 |= fds[1].revents;
+      CHECK_EQ(fds[2].revents, 0);
+    }
+    CHECK_EQ(seen1, POLLIN);
     char b;
     CHECK_EQ(read(s, &b, 1), 1);
     CHECK_EQ(poll(fds, 3, 2000), 1);
@@ -38,17 +49,26 @@ static void test_poll(void) {
   }
   /* Writable, and both. */
   struct pollfd w[2] = {{s, POLLIN | POLLOUT, 0}, {p[1], POLLOUT, 0}};
-  CHECK_EQ(poll(w, 2, 2000), 2);
-  CHECK_EQ(w[0].revents, POLLOUT);
-  CHECK_EQ(w[1].revents, POLLOUT);
+  short wseen = 0;
+  for (int64_t end = now_ms() + 2000; !wseen && now_ms() < end;) {
+    CHECK(poll(w, 2, 2000) >= 1);
+    CHECK_EQ(w[0].revents, POLLOUT);
+    wseen |= w[1].revents;
+  }
+  CHECK_EQ(wseen, POLLOUT);
   /* A closed descriptor beside the connection. */
   int dead = dup(p[0]);
   CHECK(dead >= 0);
   close(dead);
   struct pollfd bad[2] = {{s, POLLOUT, 0}, {dead, POLLIN, 0}};
-  CHECK_EQ(poll(bad, 2, 2000), 2);
-  CHECK_EQ(bad[0].revents, POLLOUT);
-  CHECK_EQ(bad[1].revents, POLLNVAL);
+  short nval = 0;
+  for (int64_t end = now_ms() + 2000; !nval && now_ms() < end;) {
+    int n = poll(bad, 2, 2000);
+    CHECK_EQ(bad[0].revents, POLLOUT);
+    nval = bad[1].revents;
+    CHECK_EQ(n, nval ? 2 : 1);
+  }
+  CHECK_EQ(nval, POLLNVAL);
   /* End of stream, then both ways shut. */
   CHECK(shutdown(c, SHUT_WR) == 0);
   struct pollfd e = {s, POLLIN | POLLRDHUP, 0};
@@ -101,8 +121,19 @@ static void test_select(void) {
   FD_SET(s, &w);
   FD_SET(p[1], &w);
   int n2 = (s > p[1] ? s : p[1]) + 1;
-  CHECK_EQ(select(n2, &r, &w, NULL, NULL), 3);
-  CHECK(FD_ISSET(s, &r) && FD_ISSET(s, &w) && FD_ISSET(p[1], &w));
+  int pipe_seen = 0;
+  for (int64_t end = now_ms() + 2000; !pipe_seen && now_ms() < end;) {
+    FD_ZERO(&r);
+    FD_ZERO(&w);
+    FD_SET(s, &r);
+    FD_SET(s, &w);
+    FD_SET(p[1], &w);
+    int n = select(n2, &r, &w, NULL, NULL);
+    CHECK(FD_ISSET(s, &r) && FD_ISSET(s, &w));
+    pipe_seen = FD_ISSET(p[1], &w);
+    CHECK_EQ(n, 2 + pipe_seen);
+  }
+  CHECK(pipe_seen);
   /* A closed descriptor in the set is EBADF, even beside a ready one. */
   int dead = dup(p[0]);
   CHECK(dead >= 0);
@@ -111,8 +142,16 @@ static void test_select(void) {
   FD_SET(s, &r);
   FD_SET(dead, &r);
   int n3 = (s > dead ? s : dead) + 1;
-  struct timeval tv = {1, 0};
-  CHECK_ERR(select(n3, &r, NULL, NULL, &tv), EBADF);
+  int rc = 0;
+  for (int64_t end = now_ms() + 2000; rc >= 0 && now_ms() < end;) {
+    FD_ZERO(&r);
+    FD_SET(s, &r);
+    FD_SET(dead, &r);
+    struct timeval tv = {1, 0};
+    rc = select(n3, &r, NULL, NULL, &tv);
+    CHECK(rc == 1 || (rc == -1 && errno == EBADF));
+  }
+  CHECK_EQ(rc, -1);
   close(c);
   close(s);
   close(p[0]);
