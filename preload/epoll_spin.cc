@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "preload/epoll_user_set.h"
+#include "preload/poller_slots.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
@@ -142,8 +143,12 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   int64_t start = MonotonicNs();
   int64_t budget = int64_t{GetConfig().spin_us} * 1000;
   if (timeout_ns >= 0 && timeout_ns < budget) budget = timeout_ns;
+  // Without a slot: one look, then the kernel.
+  PollerSlot slot;
+  if (!slot.taken()) budget = 0;
   SignalRestartWindow signals;
   int64_t now = start;
+  int64_t last_yield = start;
   for (uint32_t round = 0;; ++round) {
     bool ask_kernel = false;
     int ready = 0;
@@ -169,11 +174,14 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
       errno = EINTR;
       return -1;
     }
+    if (budget == 0) break;
     if ((round & 7) == 7) {
       now = MonotonicNs();
       if (now - start >= budget) break;
-      if (now - start >= kPureSpinNs) {
+      if (now - start >= kPureSpinNs &&
+          now - last_yield >= kPollerYieldEveryNs) {
         YieldCpu();
+        last_yield = now;
         continue;
       }
     }

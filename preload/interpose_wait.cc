@@ -33,6 +33,7 @@
 #include "preload/epoll_spin.h"
 #include "preload/epoll_tracking.h"
 #include "preload/poll_user_space.h"
+#include "preload/poller_slots.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
@@ -112,7 +113,10 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   if (!user.Begin(fds, nfds, highest)) return PollInKernel(fds, nfds, timeout_ms);
   int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
   int64_t start = NowNs();
-  int r = user.Spin(fds, nfds, SpinBudgetNs(timeout_ns), nullptr, start);
+  vsocket::preload::PollerSlot slot;
+  int r = user.Spin(fds, nfds, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
+                    nullptr, start);
+  if (r == 0 && timeout_ns != 0) r = vsocket::preload::PollUserSpace::kSleep;
   if (r != vsocket::preload::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
@@ -153,7 +157,10 @@ int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
   int64_t start = NowNs();
-  int r = user.Spin(fds, nfds, SpinBudgetNs(timeout_ns), sigmask, start);
+  vsocket::preload::PollerSlot slot;
+  int r = user.Spin(fds, nfds, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
+                    sigmask, start);
+  if (r == 0 && timeout_ns != 0) r = vsocket::preload::PollUserSpace::kSleep;
   if (r != vsocket::preload::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
@@ -221,7 +228,10 @@ int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
     if (events) fds[n++] = {fd, events, 0};
   }
   if (!sleep->Begin(fds, n, highest)) return 0;
-  int r = sleep->Spin(fds, n, SpinBudgetNs(timeout_ns), sigmask, start);
+  vsocket::preload::PollerSlot slot;
+  int r = sleep->Spin(fds, n, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
+                      sigmask, start);
+  if (r == 0 && timeout_ns != 0) r = vsocket::preload::PollUserSpace::kSleep;
   if (r == vsocket::preload::PollUserSpace::kSleep) {
     sleep->PrepareSleep();
     *left_ns = NsLeft(timeout_ns, start);

@@ -76,6 +76,7 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
   }
   int64_t start = start_ns;
   int64_t now = start;
+  int64_t last_yield = start;
   SignalRestartWindow signals;
   for (uint32_t round = 0;; ++round) {
     int ready = 0;
@@ -118,8 +119,10 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
     if ((round & 7) == 7) {
       now = MonotonicNs();
       if (now - start >= budget_ns) return kSleep;
-      if (now - start >= kPureSpinNs) {
+      if (now - start >= kPureSpinNs &&
+          now - last_yield >= kPollerYieldEveryNs) {
         YieldCpu();
+        last_yield = now;
         continue;
       }
     }

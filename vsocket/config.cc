@@ -95,6 +95,11 @@ Config ParseConfig(ConfigLookup lookup, void* context) {
     if (ParseConfigSize(v, &n) && n <= (1u << 24)) config.max_shm_connections = static_cast<uint32_t>(n);
     else WarnConfigValue("VSOCKET_MAX_SHM_CONNECTIONS", v, "expected 0..16777216");
   }
+  if (const char* v = get("VSOCKET_SPIN_THREADS")) {
+    uint64_t n = 0;
+    if (ParseConfigSize(v, &n) && n <= 4096) config.spin_threads = static_cast<uint32_t>(n);
+    else WarnConfigValue("VSOCKET_SPIN_THREADS", v, "expected 0..4096");
+  }
   if (const char* v = get("VSOCKET_CLAIM_TIMEOUT_MS")) {
     uint64_t ms = 0;
     if (ParseConfigSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);

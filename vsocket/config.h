@@ -44,6 +44,9 @@ struct Config {
   // Shared-memory connections this process may hold at once (0: no cap
   // but the descriptors'); past it, kernel TCP (connection_limit).
   uint32_t max_shm_connections = 0;     // VSOCKET_MAX_SHM_CONNECTIONS
+  // Threads of a process that may busy-poll in the interposed waits at
+  // once (preload/poller_slots.h); 0: half the online CPUs, at least 1.
+  uint32_t spin_threads = 0;            // VSOCKET_SPIN_THREADS
 };
 
 // The configuration of this process.

@@ -40,6 +40,10 @@ inline int64_t DeadlineAfter(int64_t timeout_ns) {
 int PollUntil(struct pollfd* fds, int nfds, int64_t deadline_ns);
 
 inline constexpr int64_t kPureSpinNs = 5000;
+// A poller that spins past kPureSpinNs looking at many connections (the
+// interposed waits) yields at most this often: each yield is a system
+// call, which a machine with a core per busy thread only pays for.
+inline constexpr int64_t kPollerYieldEveryNs = 10000;
 
 template <typename Ready, typename GiveUp>
 bool SpinUntil(Ready ready, GiveUp give_up, uint32_t budget_ns) {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Where a server's time goes per request, plain against vsocket-run on both
-# ends, in the same run: system calls (strace -c -f on the server), CPU
-# time (utime+stime from /proc) and context switches of the server, divided
-# by the requests served.  strace slows both modes; its counts, not the
-# rates, are the point (run.sh measures the rates without it).
+# ends, in the same run: system calls (strace -c -f on the server, in a
+# second run of the same client), CPU time (utime+stime from /proc) and
+# context switches of the server (in the first run, without strace),
+# divided by the requests served.  run.sh measures the rates.
 #
 # Usage: benchmarks/apps/per_request.sh [--vsocket-run PATH] [--requests N]
 # Needs strace, redis-server/redis-benchmark, nginx and wrk
@@ -43,22 +43,33 @@ run() { local mode=$1; shift; if [[ $mode == vsocket ]]; then "$vrun" -- "$@"; e
 measure() {
   local name=$1 mode=$2 pid=$3 count=$4; shift 4
   local hz; hz=$(getconf CLK_TCK)
+  # CPU and context switches from a run without strace (which would make
+  # every system call cost a ptrace stop) ...
   local t0 s0; t0=$(cpu_ticks "$pid"); s0=$(switches "$pid")
+  run "$mode" "$@" >"$work/client.$mode" 2>&1
+  local t1 s1; t1=$(cpu_ticks "$pid"); s1=$(switches "$pid")
+  local served=$count
+  if [[ $count == wrk ]]; then
+    served=$(awk '/requests in/ {print $1}' "$work/client.$mode")
+  fi
+  # ... and the system calls from the same client run again under it.
   strace -c -f -q -p "$pid" -o "$work/strace.$mode" &
   local st=$!
   sleep 0.5
-  run "$mode" "$@" >"$work/client.$mode" 2>&1
+  run "$mode" "$@" >"$work/client2.$mode" 2>&1
   kill -INT "$st"; wait "$st" 2>/dev/null || true
-  local t1 s1; t1=$(cpu_ticks "$pid"); s1=$(switches "$pid")
+  local traced=$count
   if [[ $count == wrk ]]; then
-    count=$(awk '/requests in/ {print $1}' "$work/client.$mode")
+    traced=$(awk '/requests in/ {print $1}' "$work/client2.$mode")
   fi
-  local calls; calls=$(awk '$NF == "total" {print $(NF-2)}' "$work/strace.$mode")
+  # strace -c rows: % time, seconds, usecs/call, calls, [errors,] syscall.
+  local calls; calls=$(awk '$NF == "total" {print $4}' "$work/strace.$mode")
   local top; top=$(awk 'NR > 2 && $1 ~ /^[0-9.]+$/ && $NF != "total" {
       printf "%s %s, ", $NF, $4 }' "$work/strace.$mode" | cut -c1-80)
-  awk -v n="$name" -v m="$mode" -v r="${count:-1}" -v c="${calls:-0}" \
-      -v cpu=$((t1 - t0)) -v hz="$hz" -v sw=$((s1 - s0)) -v top="$top" 'BEGIN {
-    printf "| %s | %s | %.3f | %.2f | %.3f | %s |\n", n, m, c / r,
+  awk -v n="$name" -v m="$mode" -v r="${served:-1}" -v tr="${traced:-1}" \
+      -v c="${calls:-0}" -v cpu=$((t1 - t0)) -v hz="$hz" -v sw=$((s1 - s0)) \
+      -v top="$top" 'BEGIN {
+    printf "| %s | %s | %.3f | %.2f | %.3f | %s |\n", n, m, c / tr,
            cpu / hz * 1e6 / r, sw / r, top }'
 }
 

@@ -4,7 +4,7 @@
 # better" for times; the table says which).
 #
 # Usage: benchmarks/apps/run.sh [--vsocket-run PATH] [--seconds N] [--only NAME]
-# NAME: sockperf iperf3 redis nginx gloo.  Needs the packages installed by
+# NAME: sockperf iperf3 redis nginx memcached gloo.  Needs the packages installed by
 # scripts/install-deps.sh --apps.  Every server listens on 127.0.0.1 with an
 # ephemeral port and is killed when its measurement ends.
 set -euo pipefail
@@ -128,6 +128,27 @@ CONF
   record "nginx 64 KiB file, wrk -c10" req/s higher "${vals[0]}" "${vals[1]}"
 }
 
+bench_memcached() {
+  # memcached's defaults (4 worker threads); memaslap (libmemcached-tools)
+  # with one thread and 16 connections, 9:1 get/set.  Run as root it must
+  # name a user: as root the client's user, so shared memory applies; as
+  # nobody (how a service runs) it is another user, and the connections take
+  # kernel TCP (uid_mismatch) until cross-user shared memory exists.
+  local user
+  for user in root nobody; do
+    local vals=()
+    for mode in plain vsocket; do
+      local port; port=$(free_port)
+      run_server $mode memcached -l 127.0.0.1 -p "$port" -U 0 -u "$user"
+      wait_port "$port"
+      client $mode memcaslap -s "127.0.0.1:$port" -T 1 -c 16 -t "${seconds}s" >"$work/memc.$mode" 2>&1 || true
+      stop_servers
+      vals+=("$(grep -oE 'TPS: [0-9]+' "$work/memc.$mode" | tail -1 | awk '{print $2}')")
+    done
+    record "memcached -u $user, memaslap -c16" ops/s higher "${vals[0]}" "${vals[1]}"
+  done
+}
+
 bench_gloo() {
   local vals=()
   for mode in plain vsocket; do
@@ -140,7 +161,7 @@ bench_gloo() {
   record "gloo all_reduce 64 MiB, 2 ranks" ms lower "${vals[0]}" "${vals[1]}"
 }
 
-for name in sockperf iperf3 redis nginx gloo; do
+for name in sockperf iperf3 redis nginx memcached gloo; do
   [[ -z "$only" || "$only" == "$name" ]] || continue
   echo "== $name" >&2
   "bench_$name" || echo "$name failed" >&2
