@@ -40,8 +40,10 @@ build="$top/build-fuzz"
 cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DVSOCKET_FUZZ=ON \
   -DVSOCKET_BUILD_BENCHMARKS=OFF >/dev/null
-# One job: fuzzing shares the machine.
-nice -n 10 cmake --build "$build" -j1 --target "${targets[@]/%/_fuzz}"
+# The build may use every core (VSOCKET_FUZZ_JOBS, default all); the runs
+# are nice'd and one at a time.
+nice -n 10 cmake --build "$build" -j"${VSOCKET_FUZZ_JOBS:-$(nproc)}" \
+  --target "${targets[@]/%/_fuzz}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
