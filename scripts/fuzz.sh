@@ -33,9 +33,7 @@ done
 if ((${#targets[@]} == 0)); then
   mapfile -t targets < <(ls "$top/tests/fuzz" | sed -n 's/_fuzz\.cc$//p')
 fi
-if ! command -v clang++ >/dev/null; then
-  "$top/scripts/install-deps.sh" --fuzz
-fi
+"$top/scripts/install-deps.sh" --fuzz  # clang and its runtimes; idempotent
 build="$top/build-fuzz"
 cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DVSOCKET_FUZZ=ON \

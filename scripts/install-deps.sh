@@ -15,7 +15,9 @@ packages=(
   scdoc man-db dpkg-dev file
 )
 if [[ "${1:-}" == "--fuzz" ]]; then
-  packages+=(clang)
+  # The compiler-rt runtimes (libFuzzer, ASan) are only a recommendation of
+  # clang, which --no-install-recommends leaves out.
+  packages+=(clang libclang-rt-14-dev)
 fi
 if [[ "${1:-}" == "--apps" ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached
