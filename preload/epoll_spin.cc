@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "preload/epoll_user_set.h"
-#include "preload/poller_slots.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
+#include "vsocket/poller_slots.h"
 #include "vsocket/signal_restart.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/wait.h"

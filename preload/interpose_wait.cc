@@ -32,12 +32,12 @@
 #include "preload/descriptors.h"
 #include "preload/epoll_spin.h"
 #include "preload/epoll_tracking.h"
-#include "preload/poll_user_space.h"
-#include "preload/poller_slots.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
+#include "vsocket/poll_user_space.h"
+#include "vsocket/poller_slots.h"
 #include "base/real_libc.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
@@ -90,6 +90,13 @@ int MsLeft(int64_t deadline_ns) {
   return left <= 0 ? 0 : static_cast<int>((left + 999999) / 1000000);
 }
 
+// PollUserSpace's look at the kernel's descriptors: ppoll past the
+// interposer, zero timeout, the caller's sigmask.
+int KernelLook(struct pollfd* fds, nfds_t nfds, const sigset_t* sigmask) {
+  struct timespec zero = {0, 0};
+  return real::ppoll(fds, nfds, &zero, sigmask);
+}
+
 // The spin budget of a wait with `timeout_ns` (-1: forever).
 int64_t SpinBudgetNs(int64_t timeout_ns) {
   int64_t budget = int64_t{vsocket::GetConfig().spin_us} * 1000;
@@ -109,15 +116,15 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   int highest = vsocket::preload::HighestVirtualFd();
   if (highest < 0 || vsocket::GetConfig().spin_us == 0)
     return PollInKernel(fds, nfds, timeout_ms);
-  vsocket::preload::PollUserSpace user;
+  vsocket::PollUserSpace user(KernelLook);
   if (!user.Begin(fds, nfds, highest)) return PollInKernel(fds, nfds, timeout_ms);
   int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
   int64_t start = NowNs();
-  vsocket::preload::PollerSlot slot;
+  vsocket::PollerSlot slot;
   int r = user.Spin(fds, nfds, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
                     nullptr, start);
-  if (r == 0 && timeout_ns != 0) r = vsocket::preload::PollUserSpace::kSleep;
-  if (r != vsocket::preload::PollUserSpace::kSleep) return r;
+  if (r == 0 && timeout_ns != 0) r = vsocket::PollUserSpace::kSleep;
+  if (r != vsocket::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
   return PollInKernel(fds, nfds,
@@ -151,17 +158,17 @@ int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
                             timeout->tv_nsec < 1000000000);
   if (highest < 0 || !valid || vsocket::GetConfig().spin_us == 0)
     return PpollInKernel(fds, nfds, timeout, sigmask);
-  vsocket::preload::PollUserSpace user;
+  vsocket::PollUserSpace user(KernelLook);
   if (!user.Begin(fds, nfds, highest))
     return PpollInKernel(fds, nfds, timeout, sigmask);
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
   int64_t start = NowNs();
-  vsocket::preload::PollerSlot slot;
+  vsocket::PollerSlot slot;
   int r = user.Spin(fds, nfds, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
                     sigmask, start);
-  if (r == 0 && timeout_ns != 0) r = vsocket::preload::PollUserSpace::kSleep;
-  if (r != vsocket::preload::PollUserSpace::kSleep) return r;
+  if (r == 0 && timeout_ns != 0) r = vsocket::PollUserSpace::kSleep;
+  if (r != vsocket::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
   struct timespec rest = {static_cast<time_t>(left / 1000000000),
@@ -211,7 +218,7 @@ int DropStaleBits(int nfds, fd_set* readfds, int ready, int highest) {
 int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
                       fd_set* exceptfds, int64_t timeout_ns, int64_t start,
                       const sigset_t* sigmask,
-                      vsocket::preload::PollUserSpace* sleep, int* result,
+                      vsocket::PollUserSpace* sleep, int* result,
                       int64_t* left_ns) {
   int highest = vsocket::preload::HighestVirtualFd();
   if (highest < 0 || nfds <= 0 || nfds > FD_SETSIZE ||
@@ -228,11 +235,11 @@ int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
     if (events) fds[n++] = {fd, events, 0};
   }
   if (!sleep->Begin(fds, n, highest)) return 0;
-  vsocket::preload::PollerSlot slot;
+  vsocket::PollerSlot slot;
   int r = sleep->Spin(fds, n, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
                       sigmask, start);
-  if (r == 0 && timeout_ns != 0) r = vsocket::preload::PollUserSpace::kSleep;
-  if (r == vsocket::preload::PollUserSpace::kSleep) {
+  if (r == 0 && timeout_ns != 0) r = vsocket::PollUserSpace::kSleep;
+  if (r == vsocket::PollUserSpace::kSleep) {
     sleep->PrepareSleep();
     *left_ns = NsLeft(timeout_ns, start);
     return 0;
@@ -330,7 +337,7 @@ VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + int64_t{timeout->tv_usec} * 1000
               : -1;
-  vsocket::preload::PollUserSpace user;
+  vsocket::PollUserSpace user(KernelLook);
   int result = 0;
   int64_t start_left = timeout_ns;
   int64_t start = NowNs();
@@ -369,7 +376,7 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
                        const sigset_t* sigmask) {
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
-  vsocket::preload::PollUserSpace user;
+  vsocket::PollUserSpace user(KernelLook);
   int result = 0;
   int64_t start_left = timeout_ns;
   if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&

@@ -13,17 +13,27 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
 #include "vsocket/path_selection.h"
+#include "vsocket/poll_user_space.h"
+#include "vsocket/poller_slots.h"
 #include "vsocket/provider_registry.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/stats.h"
+#include "vsocket/wait.h"
 
 using vsocket::FallbackReason;
+using vsocket::GetConfig;
 using vsocket::LookupSocket;
+using vsocket::MonotonicNs;
+using vsocket::PollerSlot;
+using vsocket::PollUserSpace;
 using vsocket::Transport;
 using vsocket::VirtualSocket;
 
@@ -102,6 +112,11 @@ int WaitLocalHandshake(int fd, int timeout_ms) {
   socklen_t len = sizeof(err);
   if (sys::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
   return err;
+}
+
+// vsocket_poll's look at its kernel descriptors (no sigmask to apply).
+int PollWithoutWaiting(struct pollfd* fds, nfds_t nfds, const sigset_t*) {
+  return sys::poll(fds, nfds, 0);
 }
 
 }  // namespace
@@ -397,14 +412,35 @@ int vsocket_ioctl(int fd, unsigned long request, void* arg) {
 }
 
 int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
-  // Every virtual socket's descriptor reports its readiness to the kernel,
-  // so the kernel's poll is exact.  Finish the non-blocking connects the
-  // kernel completed, so that their descriptors are the final ones (the
-  // only I/O here; connected sockets cost a lookup).
+  // Finish the non-blocking connects the kernel completed, so that their
+  // descriptors are the final ones (the only I/O here; connected sockets
+  // cost a lookup).
   for (nfds_t i = 0; i < nfds; ++i) {
     auto vs = LookupSocket(fds[i].fd);
     if (vs && vs->state() == VirtualSocket::State::kConnecting)
       vs->TransportFinishingConnect(fds[i].fd);
+  }
+  // Fast-path connections are read from their rings first, as the
+  // interposer's poll does (vsocket/poll_user_space.h); every virtual
+  // socket's descriptor reports its readiness to the kernel, so the
+  // kernel's poll after that is exact.
+  if (GetConfig().spin_us != 0) {
+    PollUserSpace user(PollWithoutWaiting);
+    if (user.Begin(fds, nfds, INT_MAX)) {
+      int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
+      int64_t start = MonotonicNs();
+      int64_t budget = int64_t{GetConfig().spin_us} * 1000;
+      if (timeout_ns >= 0 && timeout_ns < budget) budget = timeout_ns;
+      PollerSlot slot;
+      int r = user.Spin(fds, nfds, slot.taken() ? budget : 0, nullptr, start);
+      if (r == 0 && timeout_ns != 0) r = PollUserSpace::kSleep;
+      if (r != PollUserSpace::kSleep) return r;
+      user.PrepareSleep();
+      if (timeout_ns >= 0) {
+        int64_t left = timeout_ns - (MonotonicNs() - start);
+        timeout_ms = left <= 0 ? 0 : static_cast<int>((left + 999999) / 1000000);
+      }
+    }
   }
   if (timeout_ms != 0) vsocket::BeforeKernelWait();
   return sys::poll(fds, nfds, timeout_ms);

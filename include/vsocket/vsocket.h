@@ -62,6 +62,10 @@ VSOCKET_API int vsocket_getpeername(int fd, struct sockaddr* addr, socklen_t* le
 VSOCKET_API int vsocket_fcntl(int fd, int cmd, ... /* long arg */);
 /* FIONREAD and FIONBIO; other requests go to the kernel descriptor. */
 VSOCKET_API int vsocket_ioctl(int fd, unsigned long request, void* arg);
+/* poll(2).  Shared-memory connections are read from their rings for up to
+ * VSOCKET_SPIN_US before the kernel sleeps; the other descriptors are
+ * looked at without sleeping every 64 µs meanwhile (a pipe ready beside a
+ * ready connection may be reported one look later). */
 VSOCKET_API int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms);
 
 /* ---- Zero copy: registered send buffers and in-place receive. ----

@@ -702,6 +702,36 @@ TEST_P(Conformance, LibcPollReadiness) {
   Run([](End& e) { PollReadinessServer(::poll, e); }, PollReadinessClient);
 }
 
+// Rounds of data through vsocket_poll without end of stream: the shm
+// path answers from the rings (vsocket/poll_user_space.h), and must agree
+// with the kernel's answer for TCP at every step.
+void PollRoundsServer(PollFn fn, End& e) {
+  char buf[16];
+  for (int round = 0; round < 20; ++round) {
+    short r = PollWith(fn, e, POLLIN, 0);
+    CHECK(r == 0, "round %d, empty: revents 0x%x, want none", round, r);
+    e.ctl.Send(1);  // client: 10 bytes
+    r = PollWith(fn, e, POLLIN, 2000);
+    CHECK(r == POLLIN, "round %d, data: revents 0x%x, want POLLIN", round, r);
+    r = PollWith(fn, e, POLLIN | POLLOUT, 0);
+    CHECK(r == (POLLIN | POLLOUT), "round %d: revents 0x%x, want POLLIN|POLLOUT",
+          round, r);
+    e.RecvAll(buf, 10);
+    r = PollWith(fn, e, POLLIN, 20);
+    CHECK(r == 0, "round %d, drained: revents 0x%x, want none", round, r);
+  }
+  e.ctl.Send(0);  // client: done
+}
+
+void PollRoundsClient(End& e) {
+  while (e.ctl.Recv() == 1) e.SendAll("0123456789", 10);
+}
+
+TEST_P(Conformance, PollRoundsWithoutEndOfStream) {
+  const Transport& t = GetParam();
+  Run([&t](End& e) { PollRoundsServer(t.api->poll, e); }, PollRoundsClient);
+}
+
 #ifdef VSOCKET_CONFORMANCE_RDMA
 std::vector<Transport> Params() { return RdmaTransports(); }
 #else

@@ -1,4 +1,4 @@
-#include "preload/poller_slots.h"
+#include "vsocket/poller_slots.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 
 #include "vsocket/config.h"
 
-namespace vsocket::preload {
+namespace vsocket {
 namespace {
 
 std::atomic<int> g_spinning{0};
@@ -43,4 +43,4 @@ PollerSlot::~PollerSlot() {
   if (taken_) g_spinning.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-}  // namespace vsocket::preload
+}  // namespace vsocket

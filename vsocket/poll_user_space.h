@@ -1,5 +1,6 @@
-// The user-space half of poll, ppoll, select and pselect (interpose_wait.cc)
-// for calls whose descriptors include fast-path connections.
+// The user-space half of a poll-style wait -- vsocket_poll, and the
+// interposer's poll, ppoll, select and pselect (preload/interpose_wait.cc)
+// -- for calls whose descriptors include fast-path connections.
 //
 // One PollUserSpace lives for one call.  Begin() finds, among the caller's
 // descriptors, the connected sockets whose transport knows its readiness in
@@ -19,8 +20,8 @@
 // object's life; PrepareSleep() drops them (keeping weak ones to count the
 // sleep, see Transport::NoteKernelSleeper) so that a close by another
 // thread while this one sleeps is not delayed.
-#ifndef VSOCKET_PRELOAD_POLL_USER_SPACE_H_
-#define VSOCKET_PRELOAD_POLL_USER_SPACE_H_
+#ifndef VSOCKET_VSOCKET_POLL_USER_SPACE_H_
+#define VSOCKET_VSOCKET_POLL_USER_SPACE_H_
 
 #include <poll.h>
 #include <signal.h>
@@ -30,15 +31,12 @@
 #include <vector>
 
 namespace vsocket {
+
 class Transport;
 class VirtualSocket;
-}  // namespace vsocket
-
-namespace vsocket::preload {
 
 class PollUserSpace {
  public:
-  PollUserSpace() = default;
   PollUserSpace(const PollUserSpace&) = delete;
   PollUserSpace& operator=(const PollUserSpace&) = delete;
   ~PollUserSpace();
@@ -48,8 +46,15 @@ class PollUserSpace {
   static constexpr size_t kMaxWatched = 256;
   static constexpr int64_t kKernelEveryNs = 64 * 1000;
 
+  // The non-sleeping kernel look at the other descriptors: poll() with a
+  // zero timeout and `sigmask` applied (nullptr: none), as ppoll would.
+  using KernelLook = int (*)(struct pollfd* fds, nfds_t nfds,
+                             const sigset_t* sigmask);
+  explicit PollUserSpace(KernelLook look) : look_(look) {}
+
   // True when some of fds[0, nfds) are connections user space can watch.
-  // REQUIRES: `highest` is preload::HighestVirtualFd().
+  // Descriptors above `highest` are not looked up (the interposer knows
+  // the highest number a virtual socket ever had; INT_MAX: all).
   bool Begin(const struct pollfd* fds, nfds_t nfds, int highest);
 
   enum : int { kSleep = -2 };
@@ -80,12 +85,13 @@ class PollUserSpace {
     Transport* transport;
   };
 
+  KernelLook look_;
   std::vector<Watched> watched_;
   std::vector<struct pollfd> kernel_fds_;  // the caller's, watched ones -1
   bool kernel_part_ = false;               // kernel_fds_ has a descriptor
   std::vector<Sleeper> sleepers_;
 };
 
-}  // namespace vsocket::preload
+}  // namespace vsocket
 
-#endif  // VSOCKET_PRELOAD_POLL_USER_SPACE_H_
+#endif  // VSOCKET_VSOCKET_POLL_USER_SPACE_H_

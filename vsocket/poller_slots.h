@@ -1,5 +1,5 @@
-// How many threads of this process may busy-poll in the interposed waits
-// at once: VSOCKET_SPIN_THREADS, by default half the online CPUs, at least
+// How many threads of this process may busy-poll in the user-space waits
+// (the interposer's epoll/poll/select, vsocket_poll) at once: VSOCKET_SPIN_THREADS, by default half the online CPUs, at least
 // one.  A program with more event
 // loop threads than that (memcached's four workers on two cores) would
 // otherwise spin them all against each other and against its peers; the
@@ -7,10 +7,10 @@
 // armed and wake them.
 //
 // Threading: any thread; a slot is taken and given back by one call.
-#ifndef VSOCKET_PRELOAD_POLLER_SLOTS_H_
-#define VSOCKET_PRELOAD_POLLER_SLOTS_H_
+#ifndef VSOCKET_VSOCKET_POLLER_SLOTS_H_
+#define VSOCKET_VSOCKET_POLLER_SLOTS_H_
 
-namespace vsocket::preload {
+namespace vsocket {
 
 class PollerSlot {
  public:
@@ -26,6 +26,6 @@ class PollerSlot {
   bool taken_;
 };
 
-}  // namespace vsocket::preload
+}  // namespace vsocket
 
-#endif  // VSOCKET_PRELOAD_POLLER_SLOTS_H_
+#endif  // VSOCKET_VSOCKET_POLLER_SLOTS_H_

@@ -1,10 +1,8 @@
-#include "preload/poll_user_space.h"
+#include "vsocket/poll_user_space.h"
 
 #include <errno.h>
 #include <time.h>
 
-#include "preload/preload_internal.h"
-#include "preload/real_calls.h"
 #include "vsocket/signal_restart.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/transport.h"
@@ -12,7 +10,7 @@
 #include "vsocket/virtual_socket.h"
 #include "vsocket/wait.h"
 
-namespace vsocket::preload {
+namespace vsocket {
 namespace {
 
 // When this thread last looked at the kernel's part of a call: a thread
@@ -46,7 +44,7 @@ PollUserSpace::~PollUserSpace() {
 bool PollUserSpace::Begin(const struct pollfd* fds, nfds_t nfds, int highest) {
   for (nfds_t i = 0; i < nfds; ++i) {
     int fd = fds[i].fd;
-    if (fd < 0 || fd > highest || !Ours(fd)) continue;
+    if (fd < 0 || fd > highest || !MaybeVirtualFd(fd)) continue;
     uint32_t wanted = Wanted(fds[i].events);
     if (!wanted) continue;
     std::shared_ptr<VirtualSocket> vs = LookupSocket(fd);
@@ -94,8 +92,7 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
         kernel_part_ && ((budget_ns == 0 && ready == 0) ||
                          now - t_last_kernel_look_ns >= kKernelEveryNs);
     if (kernel_due) {
-      struct timespec zero = {0, 0};
-      int got = real::ppoll(kernel_fds_.data(), nfds, &zero, sigmask);
+      int got = look_(kernel_fds_.data(), nfds, sigmask);
       if (got < 0) return -1;
       t_last_kernel_look_ns = now;
       for (nfds_t i = 0; i < nfds; ++i) {
@@ -139,4 +136,4 @@ void PollUserSpace::PrepareSleep() {
   watched_.clear();
 }
 
-}  // namespace vsocket::preload
+}  // namespace vsocket
