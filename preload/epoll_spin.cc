@@ -14,6 +14,7 @@
 #include "vsocket/kernel_wait.h"
 #include "vsocket/poller_slots.h"
 #include "vsocket/signal_restart.h"
+#include "vsocket/user_space_holds.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/wait.h"
 
@@ -37,9 +38,7 @@ void NoteFastPathInEpollSet(int epfd, int fd) {
   if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return;
   if (GetConfig().spin_us == 0 || Marked(epfd)) return;
   auto vs = LookupSocket(fd);
-  if (!vs || vs->state() != VirtualSocket::State::kConnected) return;
-  Transport* t = vs->TransportFinishingConnect(fd);
-  if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) return;
+  if (!vs || !WatchableTransport(*vs, fd)) return;
   g_marked[epfd / 64].fetch_or(uint64_t{1} << (epfd % 64),
                                std::memory_order_relaxed);
   g_any_marked.store(true, std::memory_order_relaxed);
@@ -147,9 +146,9 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   PollerSlot slot;
   if (!slot.taken()) budget = 0;
   SignalRestartWindow signals;
-  int64_t now = start;
-  int64_t last_yield = start;
-  for (uint32_t round = 0;; ++round) {
+  PollerPacer pace(start, budget);
+  for (;;) {
+    int64_t now = pace.now();
     bool ask_kernel = false;
     int ready = 0;
     bool kernel_first = set->KernelDue(now);
@@ -174,33 +173,25 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
       errno = EINTR;
       return -1;
     }
-    if (budget == 0) break;
-    if ((round & 7) == 7) {
-      now = MonotonicNs();
-      if (now - start >= budget) break;
-      if (now - start >= kPureSpinNs &&
-          now - last_yield >= kPollerYieldEveryNs) {
-        YieldCpu();
-        last_yield = now;
-        continue;
-      }
-    }
-    CpuRelax();
+    if (budget == 0 || !pace.Next()) break;
   }
   // The budget is spent: give the holds back (arming every connection),
   // keep other threads' pollers from holding ours meanwhile, and sleep in
   // the kernel for the rest of the caller's timeout.
-  std::vector<EpollUserSet::Sleeper> sleepers = set->BeforeKernelSleep();
-  end_call();
-  BeforeKernelWait();
   int64_t left = -1;
-  if (timeout_ns >= 0) {
-    left = timeout_ns - (MonotonicNs() - start);
-    if (left < 0) left = 0;
-  }
-  int ready = sleep(epfd, events, maxevents, left, sigmask);
-  int saved = errno;
-  EpollUserSet::AfterKernelSleep(sleepers);
+  int ready, saved;
+  {
+    KernelSleepers sleepers;
+    set->BeforeKernelSleep(&sleepers);
+    end_call();
+    BeforeKernelWait();
+    if (timeout_ns >= 0) {
+      left = timeout_ns - (MonotonicNs() - start);
+      if (left < 0) left = 0;
+    }
+    ready = sleep(epfd, events, maxevents, left, sigmask);
+    saved = errno;
+  }  // the sleep's count ends (a socket released here may touch errno)
   errno = saved;
   return ready;
 }

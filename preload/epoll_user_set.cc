@@ -20,6 +20,12 @@ std::atomic<EpollUserSet*> g_sets[kMaxTrackedEpollFd];
 constexpr uint32_t kUserSpaceEvents =
     EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM;
 
+// Registrations user space answers for: ONESHOT and EXCLUSIVE ones, and
+// those asking for neither direction, are the kernel's.
+bool Watchable(uint32_t events) {
+  return !(events & (EPOLLONESHOT | EPOLLEXCLUSIVE)) && (events & kUserSpaceEvents);
+}
+
 uint32_t ReadyMask(uint32_t registered, uint32_t poll_events) {
   uint32_t ready = 0;
   if (poll_events & POLLIN) ready |= EPOLLIN | EPOLLRDNORM;
@@ -73,12 +79,9 @@ void EpollUserSet::NoteReset(int epfd) {
 
 bool EpollUserSet::MakeEntry(int fd, const struct epoll_event& event,
                              Entry* entry) {
-  if (event.events & (EPOLLONESHOT | EPOLLEXCLUSIVE)) return false;
-  if (!(event.events & kUserSpaceEvents)) return false;
+  if (!Watchable(event.events)) return false;
   std::shared_ptr<VirtualSocket> vs = LookupSocket(fd);
-  if (!vs || vs->state() != VirtualSocket::State::kConnected) return false;
-  Transport* t = vs->TransportFinishingConnect(fd);
-  if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) return false;
+  if (!vs || !WatchableTransport(*vs, fd)) return false;
   *entry = Entry{fd, event, vs};
   return true;
 }
@@ -123,8 +126,7 @@ void EpollUserSet::ApplyChanges(int epfd) {
       for (Entry& e : entries_) {
         if (e.fd != p.fd) continue;
         found = true;
-        bool still = !(p.event.events & (EPOLLONESHOT | EPOLLEXCLUSIVE)) &&
-                     (p.event.events & kUserSpaceEvents);
+        bool still = Watchable(p.event.events);
         if (still) {
           // As the kernel's EPOLL_CTL_MOD: the current state is reported
           // again, once, even for EPOLLET.
@@ -157,10 +159,10 @@ int EpollUserSet::BeginCall(int epfd) {
     live.socket = entries_[i].socket.lock();
     live.transport = nullptr;
     if (!live.socket) continue;
-    Transport* t = live.socket->TransportFinishingConnect(entries_[i].fd);
     // A connection that moved to another transport is left to the kernel
     // until the registrations change.
-    if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) continue;
+    Transport* t = WatchableTransport(*live.socket, entries_[i].fd);
+    if (!t) continue;
     live.transport = t;
     ++watched;
   }
@@ -236,24 +238,11 @@ int EpollUserSet::Collect(struct epoll_event* out, int have, int maxevents,
   return have;
 }
 
-std::vector<EpollUserSet::Sleeper> EpollUserSet::BeforeKernelSleep() {
-  std::vector<Sleeper> sleepers;
+void EpollUserSet::BeforeKernelSleep(KernelSleepers* sleep) {
   for (size_t i = 0; i < entries_.size(); ++i) {
     Transport* t = live_[i].transport;
-    if (!t || !(entries_[i].event.events & (EPOLLIN | EPOLLRDNORM))) continue;
-    t->NoteKernelSleeper(true);
-    sleepers.push_back({live_[i].socket, t});
-  }
-  return sleepers;
-}
-
-void EpollUserSet::AfterKernelSleep(const std::vector<Sleeper>& sleepers) {
-  for (const Sleeper& s : sleepers) {
-    // A socket closed meanwhile is gone from this process; its count stays
-    // in a side state other processes may share, which at worst keeps their
-    // pollers from holding it (they get wake-ups: slower, never stuck).
-    if (std::shared_ptr<VirtualSocket> alive = s.socket.lock())
-      s.transport->NoteKernelSleeper(false);
+    if (t && (entries_[i].event.events & (EPOLLIN | EPOLLRDNORM)))
+      sleep->Add(live_[i].socket, t);
   }
 }
 

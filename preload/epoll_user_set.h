@@ -37,6 +37,8 @@
 #include <mutex>
 #include <vector>
 
+#include "vsocket/user_space_holds.h"
+
 namespace vsocket {
 class Transport;
 class VirtualSocket;
@@ -81,16 +83,11 @@ class EpollUserSet {
   int Collect(struct epoll_event* out, int have, int maxevents,
               bool* ask_kernel);
 
-  // Before this call sleeps in the kernel: tells each watched connection
-  // that waits for data (Transport::NoteKernelSleeper), so that no other
-  // thread's poller holds it meanwhile.  Pass the result to
-  // AfterKernelSleep() once the sleep ended (the set may be unlocked then).
-  struct Sleeper {
-    std::weak_ptr<VirtualSocket> socket;
-    Transport* transport;  // valid while `socket` lives
-  };
-  std::vector<Sleeper> BeforeKernelSleep();
-  static void AfterKernelSleep(const std::vector<Sleeper>& sleepers);
+  // Before this call sleeps in the kernel: counts the sleep on each
+  // watched connection that waits for data, so that no other thread's
+  // poller holds it meanwhile; `sleep` ends it (the set may be unlocked
+  // by then).
+  void BeforeKernelSleep(KernelSleepers* sleep);
 
   // Whether the kernel's part of the set is due for a look: every
   // kKernelEveryCalls calls that returned events, or kKernelEveryNs.

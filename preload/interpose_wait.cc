@@ -37,7 +37,6 @@
 #include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
 #include "vsocket/poll_user_space.h"
-#include "vsocket/poller_slots.h"
 #include "base/real_libc.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
@@ -97,12 +96,6 @@ int KernelLook(struct pollfd* fds, nfds_t nfds, const sigset_t* sigmask) {
   return real::ppoll(fds, nfds, &zero, sigmask);
 }
 
-// The spin budget of a wait with `timeout_ns` (-1: forever).
-int64_t SpinBudgetNs(int64_t timeout_ns) {
-  int64_t budget = int64_t{vsocket::GetConfig().spin_us} * 1000;
-  return timeout_ns >= 0 && timeout_ns < budget ? timeout_ns : budget;
-}
-
 // ns left of `timeout_ns` (-1: forever) since `start_ns`.
 int64_t NsLeft(int64_t timeout_ns, int64_t start_ns) {
   if (timeout_ns < 0) return -1;
@@ -120,10 +113,7 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   if (!user.Begin(fds, nfds, highest)) return PollInKernel(fds, nfds, timeout_ms);
   int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
   int64_t start = NowNs();
-  vsocket::PollerSlot slot;
-  int r = user.Spin(fds, nfds, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
-                    nullptr, start);
-  if (r == 0 && timeout_ns != 0) r = vsocket::PollUserSpace::kSleep;
+  int r = user.Spin(fds, nfds, timeout_ns, nullptr, start);
   if (r != vsocket::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
@@ -164,10 +154,7 @@ int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
   int64_t start = NowNs();
-  vsocket::PollerSlot slot;
-  int r = user.Spin(fds, nfds, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
-                    sigmask, start);
-  if (r == 0 && timeout_ns != 0) r = vsocket::PollUserSpace::kSleep;
+  int r = user.Spin(fds, nfds, timeout_ns, sigmask, start);
   if (r != vsocket::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
@@ -235,10 +222,7 @@ int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
     if (events) fds[n++] = {fd, events, 0};
   }
   if (!sleep->Begin(fds, n, highest)) return 0;
-  vsocket::PollerSlot slot;
-  int r = sleep->Spin(fds, n, slot.taken() ? SpinBudgetNs(timeout_ns) : 0,
-                      sigmask, start);
-  if (r == 0 && timeout_ns != 0) r = vsocket::PollUserSpace::kSleep;
+  int r = sleep->Spin(fds, n, timeout_ns, sigmask, start);
   if (r == vsocket::PollUserSpace::kSleep) {
     sleep->PrepareSleep();
     *left_ns = NsLeft(timeout_ns, start);

@@ -22,7 +22,6 @@
 #include "vsocket/kernel_wait.h"
 #include "vsocket/path_selection.h"
 #include "vsocket/poll_user_space.h"
-#include "vsocket/poller_slots.h"
 #include "vsocket/provider_registry.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/stats.h"
@@ -32,7 +31,6 @@ using vsocket::FallbackReason;
 using vsocket::GetConfig;
 using vsocket::LookupSocket;
 using vsocket::MonotonicNs;
-using vsocket::PollerSlot;
 using vsocket::PollUserSpace;
 using vsocket::Transport;
 using vsocket::VirtualSocket;
@@ -429,11 +427,7 @@ int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
     if (user.Begin(fds, nfds, INT_MAX)) {
       int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
       int64_t start = MonotonicNs();
-      int64_t budget = int64_t{GetConfig().spin_us} * 1000;
-      if (timeout_ns >= 0 && timeout_ns < budget) budget = timeout_ns;
-      PollerSlot slot;
-      int r = user.Spin(fds, nfds, slot.taken() ? budget : 0, nullptr, start);
-      if (r == 0 && timeout_ns != 0) r = PollUserSpace::kSleep;
+      int r = user.Spin(fds, nfds, timeout_ns, nullptr, start);
       if (r != PollUserSpace::kSleep) return r;
       user.PrepareSleep();
       if (timeout_ns >= 0) {

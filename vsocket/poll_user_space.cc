@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <time.h>
 
+#include "vsocket/config.h"
+#include "vsocket/poller_slots.h"
 #include "vsocket/signal_restart.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/transport.h"
@@ -34,12 +36,6 @@ short Revents(short events, uint32_t ready) {
 
 }  // namespace
 
-PollUserSpace::~PollUserSpace() {
-  for (const Sleeper& s : sleepers_) {
-    if (std::shared_ptr<VirtualSocket> alive = s.socket.lock())
-      s.transport->NoteKernelSleeper(false);
-  }
-}
 
 bool PollUserSpace::Begin(const struct pollfd* fds, nfds_t nfds, int highest) {
   for (nfds_t i = 0; i < nfds; ++i) {
@@ -48,9 +44,8 @@ bool PollUserSpace::Begin(const struct pollfd* fds, nfds_t nfds, int highest) {
     uint32_t wanted = Wanted(fds[i].events);
     if (!wanted) continue;
     std::shared_ptr<VirtualSocket> vs = LookupSocket(fd);
-    if (!vs || vs->state() != VirtualSocket::State::kConnected) continue;
-    Transport* t = vs->TransportFinishingConnect(fd);
-    if (!t || !(t->capabilities() & kCapUserSpaceReadiness)) continue;
+    Transport* t = vs ? WatchableTransport(*vs, fd) : nullptr;
+    if (!t) continue;
     // A connection whose state only the kernel can tell makes the whole
     // call the kernel's: it is exact, and it answers at once.
     if (!t->PollUserSpace(wanted).exact) return false;
@@ -64,19 +59,22 @@ bool PollUserSpace::Begin(const struct pollfd* fds, nfds_t nfds, int highest) {
   return true;
 }
 
-int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
+int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t timeout_ns,
                         const sigset_t* sigmask, int64_t start_ns) {
+  int64_t budget_ns = int64_t{GetConfig().spin_us} * 1000;
+  if (timeout_ns >= 0 && timeout_ns < budget_ns) budget_ns = timeout_ns;
+  PollerSlot slot;
+  if (!slot.taken()) budget_ns = 0;
   for (const Watched& w : watched_) {
     if ((fds[w.index].events & (POLLIN | POLLRDNORM)) &&
         w.transport->HoldForUserSpacePoll()) {
       NoteUserSpaceHold(w.socket, w.transport);
     }
   }
-  int64_t start = start_ns;
-  int64_t now = start;
-  int64_t last_yield = start;
   SignalRestartWindow signals;
-  for (uint32_t round = 0;; ++round) {
+  PollerPacer pace(start_ns, budget_ns);
+  for (;;) {
+    int64_t now = pace.now();
     int ready = 0;
     for (const Watched& w : watched_) {
       short events = fds[w.index].events;
@@ -89,7 +87,7 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
     // A one-look call whose rings show nothing looks at the kernel too;
     // otherwise the kernel's part waits for its turn.
     bool kernel_due =
-        kernel_part_ && ((budget_ns == 0 && ready == 0) ||
+        kernel_part_ && ((timeout_ns == 0 && ready == 0) ||
                          now - t_last_kernel_look_ns >= kKernelEveryNs);
     if (kernel_due) {
       int got = look_(kernel_fds_.data(), nfds, sigmask);
@@ -105,7 +103,7 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
         if (kernel_fds_[i].fd >= 0) fds[i].revents = 0;
     }
     if (ready > 0) return ready;
-    if (budget_ns == 0) {
+    if (timeout_ns == 0) {
       for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = 0;
       return 0;
     }
@@ -113,25 +111,14 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
       errno = EINTR;
       return -1;
     }
-    if ((round & 7) == 7) {
-      now = MonotonicNs();
-      if (now - start >= budget_ns) return kSleep;
-      if (now - start >= kPureSpinNs &&
-          now - last_yield >= kPollerYieldEveryNs) {
-        YieldCpu();
-        last_yield = now;
-        continue;
-      }
-    }
-    CpuRelax();
+    if (budget_ns == 0 || !pace.Next()) return kSleep;
   }
 }
 
 void PollUserSpace::PrepareSleep() {
   for (const Watched& w : watched_) {
-    if (!(kernel_fds_[w.index].events & (POLLIN | POLLRDNORM))) continue;
-    w.transport->NoteKernelSleeper(true);
-    sleepers_.push_back({w.socket, w.transport});
+    if (kernel_fds_[w.index].events & (POLLIN | POLLRDNORM))
+      sleepers_.Add(w.socket, w.transport);
   }
   watched_.clear();
 }

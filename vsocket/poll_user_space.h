@@ -30,6 +30,8 @@
 #include <memory>
 #include <vector>
 
+#include "vsocket/user_space_holds.h"
+
 namespace vsocket {
 
 class Transport;
@@ -39,7 +41,6 @@ class PollUserSpace {
  public:
   PollUserSpace(const PollUserSpace&) = delete;
   PollUserSpace& operator=(const PollUserSpace&) = delete;
-  ~PollUserSpace();
 
   // At most this many watched connections per call; a call with more
   // watches the first ones and leaves the rest to the kernel's look.
@@ -58,16 +59,17 @@ class PollUserSpace {
   bool Begin(const struct pollfd* fds, nfds_t nfds, int highest);
 
   enum : int { kSleep = -2 };
-  // Looks for up to `budget_ns` (0: one look).  Returns the number of
-  // ready entries with every revents of fds set as poll() would (>0), 0
-  // when a one-look call found nothing, -1 with errno (EINTR when a
-  // handled signal arrived), or kSleep: nothing within the budget, or the
-  // kernel must answer; the caller then calls PrepareSleep(), waits in the
-  // kernel for the rest of its timeout, and destroys this object.
-  // `sigmask` is applied during the kernel looks, as ppoll would.
-  // `start_ns` is MonotonicNs() at the caller's entry (the budget counts
-  // from there).
-  int Spin(struct pollfd* fds, nfds_t nfds, int64_t budget_ns,
+  // Looks for up to the spin budget (VSOCKET_SPIN_US, at most `timeout_ns`;
+  // one look when the call has a zero timeout or gets no PollerSlot).
+  // Returns the number of ready entries with every revents of fds set as
+  // poll() would (>0), 0 when a zero-timeout call found nothing, -1 with
+  // errno (EINTR when a handled signal arrived), or kSleep: nothing within
+  // the budget, or the kernel must answer; the caller then calls
+  // PrepareSleep(), waits in the kernel for the rest of its timeout, and
+  // destroys this object.  `sigmask` is applied during the kernel looks, as
+  // ppoll would.  `start_ns` is MonotonicNs() at the caller's entry (the
+  // budget counts from there).
+  int Spin(struct pollfd* fds, nfds_t nfds, int64_t timeout_ns,
            const sigset_t* sigmask, int64_t start_ns);
 
   // Gives every hold back and counts this thread as a kernel sleeper of
@@ -80,16 +82,12 @@ class PollUserSpace {
     std::shared_ptr<VirtualSocket> socket;
     Transport* transport;
   };
-  struct Sleeper {
-    std::weak_ptr<VirtualSocket> socket;
-    Transport* transport;
-  };
 
   KernelLook look_;
   std::vector<Watched> watched_;
   std::vector<struct pollfd> kernel_fds_;  // the caller's, watched ones -1
   bool kernel_part_ = false;               // kernel_fds_ has a descriptor
-  std::vector<Sleeper> sleepers_;
+  KernelSleepers sleepers_;
 };
 
 }  // namespace vsocket

@@ -68,4 +68,26 @@ void DropAllUserSpaceHolds() {
   }
 }
 
+Transport* WatchableTransport(VirtualSocket& socket, int fd) {
+  if (socket.state() != VirtualSocket::State::kConnected) return nullptr;
+  Transport* t = socket.TransportFinishingConnect(fd);
+  return t && (t->capabilities() & kCapUserSpaceReadiness) ? t : nullptr;
+}
+
+void KernelSleepers::Add(const std::shared_ptr<VirtualSocket>& socket,
+                         Transport* t) {
+  t->NoteKernelSleeper(true);
+  sleepers_.push_back({socket, t});
+}
+
+KernelSleepers::~KernelSleepers() {
+  for (const Sleeper& s : sleepers_) {
+    // A socket closed meanwhile is gone from this process; its count stays
+    // in a side state other processes may share, which at worst keeps their
+    // pollers from holding it (they get wake-ups: slower, never stuck).
+    if (std::shared_ptr<VirtualSocket> alive = s.socket.lock())
+      s.transport->NoteKernelSleeper(false);
+  }
+}
+
 }  // namespace vsocket

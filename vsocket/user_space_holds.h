@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace vsocket {
 
@@ -30,6 +31,30 @@ void NoteUserSpaceHold(const std::shared_ptr<VirtualSocket>& socket,
 
 // Ends every noted hold (Transport::DropUserSpaceHold) and empties the list.
 void DropAllUserSpaceHolds();
+
+// The transport of `socket` (numbered `fd`) when a user-space poller can
+// watch it: connected, with kCapUserSpaceReadiness; nullptr otherwise.
+Transport* WatchableTransport(VirtualSocket& socket, int fd);
+
+// One thread's sleep in the kernel for some connections' data
+// (Transport::NoteKernelSleeper): Add() counts it on each, destruction
+// ends it on those still alive.  Keeps weak references only, so a close
+// by another thread during the sleep is not delayed.
+class KernelSleepers {
+ public:
+  KernelSleepers() = default;
+  KernelSleepers(const KernelSleepers&) = delete;
+  KernelSleepers& operator=(const KernelSleepers&) = delete;
+  ~KernelSleepers();
+  void Add(const std::shared_ptr<VirtualSocket>& socket, Transport* t);
+
+ private:
+  struct Sleeper {
+    std::weak_ptr<VirtualSocket> socket;
+    Transport* transport;  // valid while `socket` lives
+  };
+  std::vector<Sleeper> sleepers_;
+};
 
 }  // namespace vsocket
 

@@ -45,6 +45,36 @@ inline constexpr int64_t kPureSpinNs = 5000;
 // call, which a machine with a core per busy thread only pays for.
 inline constexpr int64_t kPollerYieldEveryNs = 10000;
 
+// The pace of a poller's spin over its looks (epoll_spin.cc,
+// poll_user_space.cc): a pause between looks, the clock read every 8th,
+// a yield at most every kPollerYieldEveryNs once past kPureSpinNs.
+// One thread.
+class PollerPacer {
+ public:
+  PollerPacer(int64_t start_ns, int64_t budget_ns)
+      : start_(start_ns), budget_(budget_ns), now_(start_ns), last_yield_(start_ns) {}
+  // Waits before the next look; false once the budget is spent.
+  bool Next() {
+    if ((++round_ & 7) == 0) {
+      now_ = MonotonicNs();
+      if (now_ - start_ >= budget_) return false;
+      if (now_ - start_ >= kPureSpinNs && now_ - last_yield_ >= kPollerYieldEveryNs) {
+        YieldCpu();
+        last_yield_ = now_;
+        return true;
+      }
+    }
+    CpuRelax();
+    return true;
+  }
+  // The clock as last read (at most 8 looks old).
+  int64_t now() const { return now_; }
+
+ private:
+  int64_t start_, budget_, now_, last_yield_;
+  uint32_t round_ = 0;
+};
+
 template <typename Ready, typename GiveUp>
 bool SpinUntil(Ready ready, GiveUp give_up, uint32_t budget_ns) {
   if (budget_ns == 0) return ready();
