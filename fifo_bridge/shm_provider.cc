@@ -233,9 +233,13 @@ class ShmTransportProvider final : public TransportProvider {
 
   std::unique_ptr<ListenerAttachment> AttachListener(
       int listen_fd, bool kernel_listening) override {
-    // A marker before the kernel listens would send clients to a port
-    // that refuses them.
-    if (!kernel_listening) return nullptr;
+    // The marker goes up before the kernel listens whenever the port is
+    // already known, so that no client can connect between the two and
+    // find the port open but no marker (it would stay on TCP for good:
+    // torch's store client, retrying while rank 0 starts, hit that window).
+    // A client that finds the marker a moment too early gets ECONNREFUSED,
+    // and its withdrawn offer is unlinked with it.  An unbound socket gets
+    // its port from listen(), so its marker follows the kernel's listen.
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     Endpoint bound;
@@ -243,6 +247,7 @@ class ShmTransportProvider final : public TransportProvider {
         !EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&ss), len, &bound)) {
       return nullptr;
     }
+    if (!kernel_listening && bound.port == 0) return nullptr;
     int fd = OpenListenerMarker(bound);
     if (fd < 0) {
       VSOCKET_LOG(kDebug, "no listener marker for port %u: %s", bound.port,

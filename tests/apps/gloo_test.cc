@@ -52,6 +52,7 @@ TEST(Gloo, BothRanksPreloadedUseSharedMemory) {
   if (!HaveTorch()) GTEST_SKIP() << "/usr/bin/python3 has no torch with gloo";
   GlooOutcome o = RunGloo(true, true);
   ExpectShmPath(o.rank0, 1);
+  ExpectShmPath(o.rank1, 1);
   // The 4 MiB tensor crossed between the ranks.
   EXPECT_GT(ParseStats(o.rank0.err).shm_received, int64_t{2} << 20) << o.rank0.err;
 }
