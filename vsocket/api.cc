@@ -58,36 +58,40 @@ int64_t TimevalToNs(const void* val, socklen_t len) {
   return ns == 0 ? -1 : ns;  // zero means "no timeout"
 }
 
-ssize_t SendMsgOn(int fd, const struct msghdr* msg, int flags) {
-  auto vs = LookupSocket(fd);
-  if (!vs) return sys::sendmsg(fd, msg, flags);
-  Transport* t = vs->TransportFinishingConnect(fd);
-  if (!t) return sys::sendmsg(fd, msg, flags);  // the kernel reports the state
+// The data path pins the socket once per call (socket_table.h): no shared
+// lock, no reference count.  `t`: the socket's connected transport.
+ssize_t SendMsgOn(VirtualSocket* vs, Transport* t, const struct msghdr* msg,
+                  int flags) {
   return t->SendMsg(msg, flags, vs->SendOptions());
 }
 
-ssize_t RecvMsgOn(int fd, struct msghdr* msg, int flags) {
-  auto vs = LookupSocket(fd);
-  if (!vs) return sys::recvmsg(fd, msg, flags);
-  Transport* t = vs->TransportFinishingConnect(fd);
-  if (!t) return sys::recvmsg(fd, msg, flags);
+ssize_t RecvMsgOn(VirtualSocket* vs, Transport* t, struct msghdr* msg,
+                  int flags) {
   return t->RecvMsg(msg, flags, vs->RecvOptions());
 }
 
-ssize_t SendBuffer(int fd, const void* buf, size_t len, int flags) {
+ssize_t SendBuffer(VirtualSocket* vs, Transport* t, const void* buf,
+                   size_t len, int flags) {
   struct iovec iov = {const_cast<void*>(buf), len};
   struct msghdr msg = {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  return SendMsgOn(fd, &msg, flags);
+  return SendMsgOn(vs, t, &msg, flags);
 }
 
-ssize_t RecvBuffer(int fd, void* buf, size_t len, int flags) {
+ssize_t RecvBuffer(VirtualSocket* vs, Transport* t, void* buf, size_t len,
+                   int flags) {
   struct iovec iov = {buf, len};
   struct msghdr msg = {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  return RecvMsgOn(fd, &msg, flags);
+  return RecvMsgOn(vs, t, &msg, flags);
+}
+
+// The connected transport of a pinned socket, or nullptr: not ours, or not
+// connected (the kernel then answers for the descriptor's state).
+Transport* ConnectedTransport(const vsocket::SocketPin& vs, int fd) {
+  return vs ? vs->TransportFinishingConnect(fd) : nullptr;
 }
 
 // Applies O_NONBLOCK to everything that backs the socket.
@@ -241,28 +245,34 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
 }
 
 ssize_t vsocket_send(int fd, const void* buf, size_t len, int flags) {
-  return SendBuffer(fd, buf, len, flags);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::send(fd, buf, len, flags);
+  return SendBuffer(vs.get(), t, buf, len, flags);
 }
 
 ssize_t vsocket_recv(int fd, void* buf, size_t len, int flags) {
-  return RecvBuffer(fd, buf, len, flags);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::recv(fd, buf, len, flags);
+  return RecvBuffer(vs.get(), t, buf, len, flags);
 }
 
 ssize_t vsocket_sendto(int fd, const void* buf, size_t len, int flags,
                        const struct sockaddr* addr, socklen_t addrlen) {
-  auto vs = LookupSocket(fd);
-  if (!vs || !vs->TransportFinishingConnect(fd))
-    return sys::sendto(fd, buf, len, flags, addr, addrlen);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::sendto(fd, buf, len, flags, addr, addrlen);
   // A connected stream socket ignores the address, as TCP does.
-  return SendBuffer(fd, buf, len, flags);
+  return SendBuffer(vs.get(), t, buf, len, flags);
 }
 
 ssize_t vsocket_recvfrom(int fd, void* buf, size_t len, int flags,
                          struct sockaddr* addr, socklen_t* addrlen) {
-  auto vs = LookupSocket(fd);
-  if (!vs || !vs->TransportFinishingConnect(fd))
-    return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
-  ssize_t n = RecvBuffer(fd, buf, len, flags);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
+  ssize_t n = RecvBuffer(vs.get(), t, buf, len, flags);
   // A connected TCP socket reports no source address: the kernel sets
   // *addrlen to 0 and leaves the buffer alone.
   if (n >= 0 && addr && addrlen) *addrlen = 0;
@@ -270,37 +280,51 @@ ssize_t vsocket_recvfrom(int fd, void* buf, size_t len, int flags,
 }
 
 ssize_t vsocket_sendmsg(int fd, const struct msghdr* msg, int flags) {
-  return SendMsgOn(fd, msg, flags);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::sendmsg(fd, msg, flags);
+  return SendMsgOn(vs.get(), t, msg, flags);
 }
 
 ssize_t vsocket_recvmsg(int fd, struct msghdr* msg, int flags) {
-  return RecvMsgOn(fd, msg, flags);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::recvmsg(fd, msg, flags);
+  return RecvMsgOn(vs.get(), t, msg, flags);
 }
 
 ssize_t vsocket_read(int fd, void* buf, size_t len) {
-  if (!LookupSocket(fd)) return sys::read(fd, buf, len);
-  return RecvBuffer(fd, buf, len, 0);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::read(fd, buf, len);
+  return RecvBuffer(vs.get(), t, buf, len, 0);
 }
 
 ssize_t vsocket_write(int fd, const void* buf, size_t len) {
-  if (!LookupSocket(fd)) return sys::write(fd, buf, len);
-  return SendBuffer(fd, buf, len, 0);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::write(fd, buf, len);
+  return SendBuffer(vs.get(), t, buf, len, 0);
 }
 
 ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {
-  if (!LookupSocket(fd)) return sys::readv(fd, iov, iovcnt);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::readv(fd, iov, iovcnt);
   struct msghdr msg = {};
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
-  return RecvMsgOn(fd, &msg, 0);
+  return RecvMsgOn(vs.get(), t, &msg, 0);
 }
 
 ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
-  if (!LookupSocket(fd)) return sys::writev(fd, iov, iovcnt);
+  auto vs = vsocket::PinSocket(fd);
+  Transport* t = ConnectedTransport(vs, fd);
+  if (!t) return sys::writev(fd, iov, iovcnt);
   struct msghdr msg = {};
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
-  return SendMsgOn(fd, &msg, 0);
+  return SendMsgOn(vs.get(), t, &msg, 0);
 }
 
 int vsocket_shutdown(int fd, int how) {
