@@ -60,7 +60,7 @@ void ShmTransport::CheckLiveness() {
   bool tcp_error = n < 0;
   uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
   if (!(peer_flags & (kProducerClosed | kReset))) {
-    int64_t free_bytes = producer_->FreeSpace();
+    int64_t free_bytes = producer_->FreeSpaceNow();
     bool unread = free_bytes < 0 ||
                   static_cast<uint64_t>(free_bytes) < producer_->capacity();
     VSOCKET_LOG(kInfo, "peer of a shared-memory connection exited%s",

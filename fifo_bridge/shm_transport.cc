@@ -180,7 +180,7 @@ int ShmTransport::Shutdown(int how) {
 
 int ShmTransport::ReadableBytes() {
   if (Transport* next = MovedTo()) return next->ReadableBytes();
-  int64_t n = consumer_->Available();
+  int64_t n = consumer_->AvailableNow();
   if (n < 0) return 0;
   return static_cast<int>(std::min<int64_t>(n, INT_MAX));
 }

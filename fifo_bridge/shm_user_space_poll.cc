@@ -31,7 +31,8 @@ Transport::UserSpaceReadiness ShmTransport::PollUserSpace(uint32_t wanted) {
     return r;
   }
   if (wanted & POLLIN) {
-    int64_t readable = consumer_->Available();
+    // Afresh: EPOLLET's edge is any byte published since the last report.
+    int64_t readable = consumer_->AvailableNow();
     if (readable < 0) return r;  // corrupt: the next receive resets
     if (readable > 0) r.events |= POLLIN;
     r.arrivals = side_->tail + static_cast<uint64_t>(readable);

@@ -105,7 +105,7 @@ void ShmTransport::LiftPeerWriterBlock() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!(rx_->writer_wake.load(std::memory_order_relaxed) & kWriterBlocked))
     return;
-  int64_t available = consumer_->Available();
+  int64_t available = consumer_->AvailableNow();
   if (available < 0 ||
       consumer_->capacity() - static_cast<uint64_t>(available) <
           consumer_->capacity() / 4) {

@@ -27,10 +27,28 @@ uint64_t ForEachIovSpan(const struct iovec* iov, int iovcnt, size_t skip,
   return done;
 }
 
+// Bytes the iovec array holds past `skip`.
+uint64_t IovBytesAfter(const struct iovec* iov, int iovcnt, size_t skip) {
+  uint64_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  return total > skip ? total - skip : 0;
+}
+
 }  // namespace
 
 int64_t RingProducer::FreeSpace() const {
+  uint64_t seen = seen_tail_.load(std::memory_order_acquire);
+  if (seen != kNotRead) {
+    uint64_t used = *own_head_ - seen;
+    if (used < limit_ && limit_ - used >= limit_ / 2)
+      return static_cast<int64_t>(limit_ - used);
+  }
+  return FreeSpaceNow();
+}
+
+int64_t RingProducer::FreeSpaceNow() const {
   uint64_t tail = control_->tail.load(std::memory_order_acquire);
+  seen_tail_.store(tail, std::memory_order_release);
   uint64_t used = *own_head_ - tail;  // wraps to a huge value if tail > head
   if (used > capacity_) return kCorrupt;
   if (used >= limit_) return 0;
@@ -39,6 +57,9 @@ int64_t RingProducer::FreeSpace() const {
 
 int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
   int64_t space = FreeSpace();
+  // The cached tail may undercount: look again before writing less.
+  if (space > 0 && static_cast<uint64_t>(space) < IovBytesAfter(iov, iovcnt, skip))
+    space = FreeSpaceNow();
   if (space <= 0) return space;
   uint64_t head = *own_head_;
   uint64_t mask = capacity_ - 1;
@@ -62,7 +83,17 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
 }
 
 int64_t RingConsumer::Available() const {
+  uint64_t seen = seen_head_.load(std::memory_order_acquire);
+  if (seen != kNotRead) {
+    uint64_t avail = seen - *own_tail_;
+    if (avail != 0 && avail <= capacity_) return static_cast<int64_t>(avail);
+  }
+  return AvailableNow();
+}
+
+int64_t RingConsumer::AvailableNow() const {
   uint64_t head = control_->head.load(std::memory_order_acquire);
+  seen_head_.store(head, std::memory_order_release);
   uint64_t avail = head - *own_tail_;  // wraps to a huge value if head < tail
   if (avail > capacity_) return kCorrupt;
   return static_cast<int64_t>(avail);
@@ -71,6 +102,9 @@ int64_t RingConsumer::Available() const {
 int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
                            bool peek) {
   int64_t avail = Available();
+  // The cached head may undercount: look again before reading less.
+  if (avail > 0 && static_cast<uint64_t>(avail) < IovBytesAfter(iov, iovcnt, skip))
+    avail = AvailableNow();
   if (avail <= 0) return avail;
   uint64_t tail = *own_tail_;
   uint64_t mask = capacity_ - 1;
@@ -103,7 +137,7 @@ int64_t RingConsumer::Discard(uint64_t len) {
 }
 
 int64_t RingConsumer::Contiguous(const uint8_t** data) const {
-  int64_t avail = Available();
+  int64_t avail = AvailableNow();  // the in-place view: as long as it can be
   if (avail <= 0) return avail;
   uint64_t pos = *own_tail_ & (capacity_ - 1);
   *data = data_ + pos;

@@ -15,6 +15,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -23,6 +24,8 @@
 namespace vsocket::fifo {
 
 inline constexpr int64_t kCorrupt = -1;
+// An index cache that holds nothing yet.
+inline constexpr uint64_t kNotRead = ~uint64_t{0};
 
 class RingProducer {
  public:
@@ -33,9 +36,15 @@ class RingProducer {
       : control_(control), data_(data), capacity_(capacity),
         limit_(capacity), own_head_(own_head) {}
 
-  // Free bytes now, or kCorrupt if the peer's tail is impossible.  At most
-  // the window's worth of bytes is ever unconsumed.
+  // Free bytes, or kCorrupt if the peer's tail is impossible.  At most the
+  // window's worth of bytes is ever unconsumed.  Counted from the tail last
+  // read while that leaves at least half the window free (a lower bound:
+  // the tail only grows), so a streaming producer does not pull the
+  // consumer's tail line on every write; read afresh otherwise, so every
+  // answer below half the window (0 included) is exact.  Any thread.
   int64_t FreeSpace() const;
+  // Free bytes with the consumer's tail read now.  Any thread.
+  int64_t FreeSpaceNow() const;
   // Bounds the unconsumed bytes to `bytes` (0, or more than the capacity:
   // the whole ring).  Bytes already beyond a lowered window stay; nothing
   // more is written until the consumer is below it.
@@ -58,6 +67,9 @@ class RingProducer {
   uint64_t capacity_;
   uint64_t limit_;  // the window: at most this many bytes unconsumed
   uint64_t* own_head_;
+  // The consumer's tail as last read (acquire, then published release so
+  // that another thread using it inherits the ordering), or kNotRead.
+  mutable std::atomic<uint64_t> seen_tail_{kNotRead};
 };
 
 class RingConsumer {
@@ -69,8 +81,14 @@ class RingConsumer {
       : control_(control), data_(data), capacity_(capacity),
         own_tail_(own_tail) {}
 
-  // Readable bytes now, or kCorrupt if the peer's head is impossible.
+  // Readable bytes, or kCorrupt if the peer's head is impossible.  Counted
+  // from the head last read while that still shows unread bytes (a lower
+  // bound: the head only grows), so a consumer that is behind does not pull
+  // the producer's head line on every read; read afresh when it shows none,
+  // so 0 is always exact.  Any thread.
   int64_t Available() const;
+  // Readable bytes with the producer's head read now (FIONREAD).
+  int64_t AvailableNow() const;
 
   // Copies up to the iovec capacity (starting `skip` bytes into it) out of the
   // ring.  Unless `peek`, advances and publishes the tail (release).
@@ -86,7 +104,7 @@ class RingConsumer {
   // call), 0 when empty (*data untouched), or kCorrupt.  Neither copies nor
   // consumes: the bytes stay valid, and the producer cannot overwrite them,
   // until Discard() consumes them.  Bytes published later never move the
-  // view's start.
+  // view's start.  Reads the producer's head afresh.
   int64_t Contiguous(const uint8_t** data) const;
 
   uint64_t capacity() const { return capacity_; }
@@ -97,6 +115,8 @@ class RingConsumer {
   uint8_t* data_;
   uint64_t capacity_;
   uint64_t* own_tail_;
+  // The producer's head as last read, as seen_tail_ above.
+  mutable std::atomic<uint64_t> seen_head_{kNotRead};
 };
 
 }  // namespace vsocket::fifo

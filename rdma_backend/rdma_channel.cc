@@ -670,7 +670,7 @@ int64_t RdmaChannel::ReadableBytes() {
   Progress();
   HandleCmEvents();
   if (error_ != 0) return FailCall();
-  int64_t n = consumer_->Available();
+  int64_t n = consumer_->AvailableNow();
   if (n == fifo::kCorrupt) {
     SetReset(ECONNRESET);
     return FailCall();

@@ -93,14 +93,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint64_t head = control->head.load();
         uint64_t before = own_tail;
         int64_t got = consumer.Read(iov, n, skip, peek);
-        if (head - before > capacity) {
-          FUZZ_CHECK(got == kCorrupt);
+        // The consumer may still count from a head it read earlier (the
+        // index cache), so a corrupt head is reported once that view is
+        // used up, and never about a head that is not corrupt.
+        if (got == kCorrupt) {
+          FUZZ_CHECK(head - before > capacity);
           FUZZ_CHECK(own_tail == before);
           break;
         }
         FUZZ_CHECK(got >= 0);
         uint64_t room = len > skip ? len - skip : 0;
-        FUZZ_CHECK(static_cast<uint64_t>(got) <= head - before);
+        FUZZ_CHECK(static_cast<uint64_t>(got) <= capacity);
+        if (honest) FUZZ_CHECK(static_cast<uint64_t>(got) <= head - before);
         FUZZ_CHECK(static_cast<uint64_t>(got) <= room);
         FUZZ_CHECK(own_tail == (peek ? before : before + got));
         if (honest) {
@@ -115,11 +119,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint64_t head = control->head.load();
         uint64_t before = own_tail;
         int64_t got = consumer.Discard(len);
-        if (head - before > capacity) {
-          FUZZ_CHECK(got == kCorrupt && own_tail == before);
+        if (got == kCorrupt) {
+          FUZZ_CHECK(head - before > capacity && own_tail == before);
         } else {
           FUZZ_CHECK(got >= 0 && static_cast<uint64_t>(got) <= len &&
-                     static_cast<uint64_t>(got) <= head - before);
+                     static_cast<uint64_t>(got) <= capacity);
+          if (honest) FUZZ_CHECK(static_cast<uint64_t>(got) <= head - before);
           FUZZ_CHECK(own_tail == before + got);
         }
         break;
@@ -128,11 +133,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const uint8_t* view = nullptr;
         uint64_t head = control->head.load();
         int64_t got = consumer.Contiguous(&view);
-        if (head - own_tail > capacity) {
-          FUZZ_CHECK(got == kCorrupt);
+        if (got == kCorrupt) {
+          FUZZ_CHECK(head - own_tail > capacity);
           break;
         }
-        FUZZ_CHECK(got >= 0 && static_cast<uint64_t>(got) <= head - own_tail);
+        FUZZ_CHECK(got >= 0 && static_cast<uint64_t>(got) <= capacity);
+        if (honest) FUZZ_CHECK(static_cast<uint64_t>(got) <= head - own_tail);
         if (got > 0) {
           FUZZ_CHECK(view >= ring_data && view + got <= ring_data + capacity);
           std::memcpy(buf.data(), view, static_cast<size_t>(got));
@@ -146,8 +152,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 6: {  // consumer: Available
         uint64_t head = control->head.load();
         int64_t got = consumer.Available();
-        FUZZ_CHECK(head - own_tail > capacity ? got == kCorrupt
-                                              : got == int64_t(head - own_tail));
+        if (got == kCorrupt) {
+          FUZZ_CHECK(head - own_tail > capacity);
+        } else if (honest) {
+          // 0 is always exact; otherwise at most what is there.
+          FUZZ_CHECK(got == 0 ? head == own_tail
+                              : static_cast<uint64_t>(got) <= head - own_tail);
+          FUZZ_CHECK(consumer.AvailableNow() == int64_t(head - own_tail));
+        } else {
+          FUZZ_CHECK(got >= 0 && static_cast<uint64_t>(got) <= capacity);
+        }
         break;
       }
       case 7: {  // producer: Write the pattern from a split buffer
@@ -160,12 +174,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint64_t before = own_head;
         int64_t got = producer.Write(iov, n, skip);
         uint64_t used = before - tail;
-        if (used > capacity) {
-          FUZZ_CHECK(got == kCorrupt && own_head == before);
+        if (got == kCorrupt) {  // as for Read: once the cached tail is used up
+          FUZZ_CHECK(used > capacity && own_head == before);
           break;
         }
-        uint64_t free_bytes = used >= producer.window() ? 0 : producer.window() - used;
-        FUZZ_CHECK(got >= 0 && static_cast<uint64_t>(got) <= free_bytes);
+        FUZZ_CHECK(got >= 0 && static_cast<uint64_t>(got) <= producer.window());
+        if (honest) {
+          uint64_t free_bytes = used >= producer.window() ? 0 : producer.window() - used;
+          FUZZ_CHECK(static_cast<uint64_t>(got) <= free_bytes);
+        }
         FUZZ_CHECK(own_head == before + got);
         // Our consumer sees what we published; the peer's head is ours again.
         if (control->head.load() != own_head) honest = false;
@@ -175,10 +192,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint64_t tail = control->tail.load();
         int64_t got = producer.FreeSpace();
         uint64_t used = own_head - tail;
-        if (used > capacity) {
-          FUZZ_CHECK(got == kCorrupt);
-        } else {
+        if (got == kCorrupt) {
+          FUZZ_CHECK(used > capacity);
+        } else if (honest) {
           FUZZ_CHECK(got >= 0 && static_cast<uint64_t>(got) <= capacity - used);
+          // Below half the window every answer is exact.
+          if (static_cast<uint64_t>(got) < producer.window() / 2) {
+            FUZZ_CHECK(got == producer.FreeSpaceNow());
+          }
+        } else {
+          FUZZ_CHECK(got >= 0 && static_cast<uint64_t>(got) <= capacity);
         }
         break;
       }

@@ -131,7 +131,7 @@ TEST_F(RingTest, ContiguousViewNeitherCopiesNorConsumes) {
   EXPECT_EQ(view[0], 0);
   EXPECT_EQ(view[99], 99);
   // Still unread: the producer cannot reuse those bytes.
-  EXPECT_EQ(producer_->FreeSpace(), static_cast<int64_t>(kCapacity - 100));
+  EXPECT_EQ(producer_->FreeSpaceNow(), static_cast<int64_t>(kCapacity - 100));
   EXPECT_EQ(control_->tail.load(), 0u);
   // Bytes published later extend the view but never move its start.
   ASSERT_EQ(Put(Pattern(10, 100)), 10);
@@ -179,16 +179,45 @@ TEST_F(RingTest, HostileHeadIsRefused) {
   // A head behind our tail (wrapping backwards) is impossible too.
   tail_ = 100;
   control_->head.store(50);
-  EXPECT_EQ(consumer_->Available(), kCorrupt);
+  EXPECT_EQ(consumer_->AvailableNow(), kCorrupt);
+  EXPECT_EQ(consumer_->Available(), kCorrupt);  // and stays so
 }
 
 TEST_F(RingTest, HostileTailIsRefused) {
   ASSERT_EQ(Put(Pattern(100, 0)), 100);
   control_->tail.store(101);  // consumed more than was written
-  EXPECT_EQ(producer_->FreeSpace(), kCorrupt);
+  EXPECT_EQ(producer_->FreeSpaceNow(), kCorrupt);
+  EXPECT_EQ(producer_->FreeSpace(), kCorrupt);  // and stays so
   EXPECT_EQ(Put(Pattern(1, 0)), kCorrupt);
   // The producer's own head never moved on the bad value.
   EXPECT_EQ(head_, 100u);
+}
+
+// The index caches: a producer reads the consumer's tail again only when
+// the tail it last read leaves less than half the window; a consumer reads
+// the head again only when the head it last read shows nothing unread.  So
+// a bad index is found within half a window of writes, or at the next
+// empty read.
+TEST_F(RingTest, CachedIndicesAreLowerBoundsAndZeroIsExact) {
+  ASSERT_EQ(Put(Pattern(100, 0)), 100);
+  EXPECT_EQ(Take(40).size(), 40u);          // reads the head (100)
+  ASSERT_EQ(Put(Pattern(10, 100)), 10);     // head 110, not looked at yet
+  EXPECT_EQ(consumer_->Available(), 60);    // from the cached head
+  EXPECT_EQ(consumer_->AvailableNow(), 70);
+  EXPECT_EQ(Take(1000).size(), 70u);        // a larger read looks again
+  EXPECT_EQ(consumer_->Available(), 0);     // 0 is always a fresh look
+  // The producer counts from the tail it read until half the window is used.
+  int64_t before = producer_->FreeSpace();
+  EXPECT_LE(before, producer_->FreeSpaceNow());
+  control_->tail.store(uint64_t{1} << 62);   // impossible, but not looked at
+  int64_t wrote = 0;
+  for (int i = 0; i < 64; ++i) {
+    int64_t n = Put(Pattern(256, head_));
+    if (n == kCorrupt) break;
+    wrote += n;
+  }
+  EXPECT_LE(wrote, static_cast<int64_t>(kCapacity / 2 + 256));  // one write past
+  EXPECT_EQ(producer_->FreeSpace(), kCorrupt);
 }
 
 TEST_F(RingTest, OwnIndexIsNotReadBackFromSharedMemory) {
