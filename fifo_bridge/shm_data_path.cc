@@ -28,10 +28,13 @@ namespace sys = ::vsocket::sys;
 
 namespace {
 
-// StreamCall::transport_state of a receive: its busy-poll phase.
+// StreamCall::transport_state of a receive: its busy-poll phase.  The
+// spin begins (the consumer disarms) only once a look found the ring empty:
+// a receive that finds data at once, as in a stream, touches neither the
+// spinner count nor the peer-visible wake word.
 enum SpinPhase : uint32_t {
   kNoSpin = 0,     // not busy-polling (non-blocking, no budget, or closed)
-  kSpinOpen = 1,   // BeginSpin done, budget not spent yet
+  kSpinOpen = 1,   // may busy-poll; not begun, still armed
   kSpinSpent = 2,  // BeginSpin done, budget spent by a wait that succeeded
 };
 
@@ -61,13 +64,12 @@ ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
 
 void ShmTransport::BeginCall(StreamCall& call) {
   if (!call.sending && !call.nonblocking && call.spin_ns > 0) {
-    BeginSpin();
     call.transport_state = kSpinOpen;
   }
 }
 
 void ShmTransport::EndCall(StreamCall& call) {
-  if (call.transport_state != kNoSpin) EndSpin();
+  if (call.transport_state == kSpinSpent) EndSpin();
 }
 
 ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
@@ -189,7 +191,9 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
 
 int ShmTransport::WaitReadable(StreamCall& call) {
   if (call.transport_state == kSpinOpen) {
-    // The call's first wait: spend the busy-poll budget.
+    // The call's first wait: disarm (a producer publishing in between
+    // rings once, which AfterConsume drains), then spend the budget.
+    BeginSpin();
     call.transport_state = kSpinSpent;
     bool ready = SpinUntil(
         [this] {
@@ -205,7 +209,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
         call.spin_ns);
     if (ready) return 0;
   }
-  if (call.transport_state != kNoSpin) {
+  if (call.transport_state == kSpinSpent) {
     // Sleeping: be armed, so the peer's next publication wakes us.
     EndSpin();
     call.transport_state = kNoSpin;
