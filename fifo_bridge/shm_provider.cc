@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/offer_hand_out.h"
 #include "fifo_bridge/rendezvous.h"
+#include "fifo_bridge/sharing_policy.h"
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/shm_transport.h"
 #include "vsocket/config.h"
@@ -30,10 +32,12 @@ class ShmPendingConnection final : public PendingConnection {
  public:
   ShmPendingConnection(std::unique_ptr<ShmSegment> segment,
                        std::unique_ptr<Doorbell> doorbell,
-                       DescriptorReservation descriptors)
+                       DescriptorReservation descriptors,
+                       std::unique_ptr<OfferHandOut> hand_out)
       : segment_(std::move(segment)),
         doorbell_(std::move(doorbell)),
-        descriptors_(std::move(descriptors)) {}
+        descriptors_(std::move(descriptors)),
+        hand_out_(std::move(hand_out)) {}
   // A withdrawn offer: the server's claim finds no segment (TCP).
   ~ShmPendingConnection() override {
     if (segment_) segment_->Unlink();
@@ -65,6 +69,7 @@ class ShmPendingConnection final : public PendingConnection {
       return nullptr;  // the transport's destructor closes what it owns
     }
     transport->set_user_fd(fd);
+    if (hand_out_) transport->KeepOfferHandOut(std::move(hand_out_));
     *reason = FallbackReason::kNone;
     return transport;
   }
@@ -73,7 +78,13 @@ class ShmPendingConnection final : public PendingConnection {
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<Doorbell> doorbell_;
   DescriptorReservation descriptors_;
+  std::unique_ptr<OfferHandOut> hand_out_;  // sealed offers only
 };
+
+// How long accept() waits for a client's watcher thread to hand its sealed
+// offer over: microseconds when the client runs; a stopped or hostile
+// client holds this accept() up to this long, then is declined.
+constexpr int kHandOutWaitMs = 1000;
 
 // Server: the listener marker beside one listening socket.
 // The marker tells clients the uid of the process that listened; a process
@@ -117,7 +128,8 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
     return nullptr;
   }
   std::string key = ConnectionKey(local, peer.port);
-  if (!same_uid) {
+  const SharingPolicy& sharing = GetSharingPolicy();
+  if (!same_uid && !sharing.enabled()) {
     // An offer, if the client made one, is in the marker user's directory,
     // out of our reach: tell the client now (harmless if it made none).
     Doorbell::DeclineOffer(key);
@@ -133,9 +145,31 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
     return nullptr;
   }
   std::unique_ptr<ShmSegment> segment;
-  int err = ShmSegment::OpenOffer(key, &segment);
+  // A named offer lives in the marker user's directory; a client that
+  // shares with other users hands a sealed one over instead.
+  int err = same_uid ? ShmSegment::OpenOffer(key, &segment) : -ENOENT;
+  if (err == -ENOENT) {
+    uid_t client_uid = 0;
+    int fd = ReceiveHandedOffer(key, kHandOutWaitMs, &client_uid);
+    if (fd >= 0) {
+      err = ShmSegment::AdoptHandedOffer(fd, &segment);
+    } else if (fd == -EACCES) {
+      VSOCKET_LOG(kInfo, "declining the offer %s: uid %u and this process (uid "
+                  "%u) do not share memory (VSOCKET_SHARE_UIDS)", key.c_str(),
+                  static_cast<unsigned>(client_uid), static_cast<unsigned>(::geteuid()));
+      Doorbell::DeclineOffer(key);
+      *decline = {FallbackReason::kUidMismatch, true};
+      return nullptr;
+    } else if (fd != -ENOENT) {
+      err = fd;
+    }
+  }
   if (err != 0) {
-    if (err == -ENOENT) {
+    if (err == -ENOENT && !same_uid) {
+      // Another user's client that does not share, or a plain TCP one.
+      Doorbell::DeclineOffer(key);
+      *decline = {FallbackReason::kUidMismatch, true};
+    } else if (err == -ENOENT) {
       *decline = {FallbackReason::kPeerNotVsocket, false};  // no offer here
     } else {
       // Another user's segment (nginx workers under their own uid), or a
@@ -205,7 +239,8 @@ class ShmTransportProvider final : public TransportProvider {
       return {FallbackReason::kPeerNotLocal, false};
     ProbeResult probe = ProbeListener(dst);
     if (!probe.found) return {FallbackReason::kPeerNotVsocket, true};
-    if (probe.uid != ::geteuid()) return {FallbackReason::kUidMismatch, true};
+    const SharingPolicy& sharing = GetSharingPolicy();
+    if (!sharing.Allows(probe.uid)) return {FallbackReason::kUidMismatch, true};
 
     FallbackReason over_budget = FallbackReason::kNone;
     DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
@@ -214,7 +249,12 @@ class ShmTransportProvider final : public TransportProvider {
     if (port == 0) return {FallbackReason::kShmSetupFailed, true};
     std::string key = ConnectionKey(dst, port);
     std::unique_ptr<ShmSegment> segment;
-    int err = ShmSegment::CreateOffer(key, GetConfig().ring_bytes, &segment);
+    // Sharing with other users: the acceptor may be any of them (nginx's
+    // workers are not the user that listened), so every offer is sealed
+    // and handed over by descriptor.
+    int err = sharing.enabled()
+                  ? ShmSegment::CreateSealedOffer(GetConfig().ring_bytes, &segment)
+                  : ShmSegment::CreateOffer(key, GetConfig().ring_bytes, &segment);
     if (err != 0) {
       VSOCKET_LOG(kDebug, "offer %s: segment: %s", key.c_str(), strerror(-err));
       return {ReasonForSetupError(err), true};
@@ -226,8 +266,17 @@ class ShmTransportProvider final : public TransportProvider {
       segment->Unlink();
       return {ReasonForSetupError(err), true};
     }
+    std::unique_ptr<OfferHandOut> hand_out;
+    if (sharing.enabled()) {
+      hand_out = OfferHandOut::Start(key, segment->fd(), &err);
+      if (!hand_out) {
+        VSOCKET_LOG(kDebug, "offer %s: hand-out: %s", key.c_str(), strerror(-err));
+        return {ReasonForSetupError(err), true};
+      }
+    }
     *pending = std::make_unique<ShmPendingConnection>(
-        std::move(segment), std::move(doorbell), std::move(descriptors));
+        std::move(segment), std::move(doorbell), std::move(descriptors),
+        std::move(hand_out));
     return {FallbackReason::kNone, true};
   }
 
@@ -283,7 +332,13 @@ class ShmTransportProvider final : public TransportProvider {
 }  // namespace
 
 TransportProvider* ShmProvider() {
-  static ShmTransportProvider* provider = new ShmTransportProvider();
+  static ShmTransportProvider* provider = [] {
+    // Read the sharing policy now, at registration (library load), while
+    // the environment is the one the user gave: nginx empties its workers'
+    // environment before they accept.
+    GetSharingPolicy();
+    return new ShmTransportProvider();
+  }();
   return provider;
 }
 

@@ -122,7 +122,38 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   ShmSegment* segment = out->get();
   segment->path_ = path;
   segment->linked_ = true;
-  SegmentHeader* header = segment->header_;
+  segment->InitOfferHeader(capacity);
+  return 0;
+}
+
+int ShmSegment::CreateSealedOffer(uint64_t capacity,
+                                  std::unique_ptr<ShmSegment>* out) {
+  if (!IsValidCapacity(capacity)) return -EINVAL;
+  int fd = ::memfd_create("vsocket-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -errno;
+  int err = 0;
+  if (::ftruncate(fd, static_cast<off_t>(SegmentBytes(capacity))) != 0 ||
+      sys::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    err = -errno;
+  } else {
+    err = MapFile(fd, capacity, out);
+  }
+  if (err != 0) {
+    sys::close(fd);
+    return err;
+  }
+  (*out)->InitOfferHeader(capacity);
+  return 0;
+}
+
+int ShmSegment::AdoptHandedOffer(int fd, std::unique_ptr<ShmSegment>* out) {
+  int err = ValidateAndMap(fd, /*sealed_ok=*/true, out);
+  if (err != 0) sys::close(fd);
+  return err;
+}
+
+void ShmSegment::InitOfferHeader(uint64_t capacity) {
+  SegmentHeader* header = header_;
   header->version = kSegmentVersion;
   header->header_bytes = kSegmentHeaderBytes;
   header->ring_capacity = capacity;
@@ -130,22 +161,27 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   header->server_pid = 0;
   header->claim.store(kOffered, std::memory_order_relaxed);
   for (Direction d : {Direction::kClientToServer, Direction::kServerToClient}) {
-    RingControl* control = segment->control(d);
-    control->reader_wake.store(kReaderArmed, std::memory_order_relaxed);
+    RingControl* ring = control(d);
+    ring->reader_wake.store(kReaderArmed, std::memory_order_relaxed);
   }
   // The magic goes last: a server that sees it sees an initialised header.
   std::atomic_thread_fence(std::memory_order_release);
   header->magic = kSegmentMagic;
-  return 0;
 }
 
-int ShmSegment::ValidateAndMap(int fd, std::unique_ptr<ShmSegment>* out) {
+int ShmSegment::ValidateAndMap(int fd, bool sealed_ok,
+                               std::unique_ptr<ShmSegment>* out) {
   struct stat st;
   SegmentHeader header;
   if (::fstat(fd, &st) != 0) return -errno;
-  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-      (st.st_mode & 077) != 0) {
-    return -EPERM;
+  if (!S_ISREG(st.st_mode)) return -EPERM;
+  bool private_file = st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
+  if (!private_file) {
+    // Another user's memory: only if nobody can change its size under us
+    // (a mapping touched past a shrunk end raises SIGBUS).
+    constexpr int kNeeded = F_SEAL_SHRINK | F_SEAL_GROW;
+    int seals = sealed_ok ? sys::fcntl(fd, F_GET_SEALS) : -1;
+    if (seals < 0 || (seals & kNeeded) != kNeeded) return -EPERM;
   }
   if (::pread(fd, &header, sizeof(header), 0) !=
       static_cast<ssize_t>(sizeof(header))) {
@@ -161,7 +197,7 @@ int ShmSegment::OpenOffer(const std::string& key,
   std::string path = Directory() + "/" + key;
   int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -errno;
-  int err = ValidateAndMap(fd, out);
+  int err = ValidateAndMap(fd, /*sealed_ok=*/false, out);
   if (err != 0) {
     sys::close(fd);
     return err;
@@ -175,7 +211,7 @@ int ShmSegment::AdoptInherited(int fd, std::unique_ptr<ShmSegment>* out) {
   int flags = sys::fcntl(fd, F_GETFL);
   std::unique_ptr<ShmSegment> segment;
   if (flags < 0 || (flags & O_ACCMODE) != O_RDWR ||
-      ValidateAndMap(fd, &segment) != 0) {
+      ValidateAndMap(fd, /*sealed_ok=*/true, &segment) != 0) {
     sys::close(fd);
     return -EINVAL;
   }

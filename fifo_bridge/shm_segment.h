@@ -73,10 +73,19 @@ class ShmSegment {
   // is none (peer is not vsocket), or -EINVAL when it fails validation.
   static int OpenOffer(const std::string& key,
                        std::unique_ptr<ShmSegment>* out);
+  // Client, when sharing with other users (sharing_policy.h): an offer with
+  // no name, in a memfd sealed against shrinking and growing, so that no
+  // peer can make the other's next touch of the mapping fault.  It reaches
+  // the server only as a descriptor (offer_hand_out.h).  Returns 0 or -errno.
+  static int CreateSealedOffer(uint64_t capacity, std::unique_ptr<ShmSegment>* out);
+  // Server: maps a sealed offer received as `fd` (any owner; the seals, the
+  // size and the header are checked).  Takes ownership of `fd` (closed on
+  // failure).  Returns 0, or -EINVAL when it fails validation.
+  static int AdoptHandedOffer(int fd, std::unique_ptr<ShmSegment>* out);
 
   // A segment handed over across exec: `fd` is the inherited descriptor of
-  // the file, which must be private to this user and hold a valid, claimed
-  // segment.  Takes ownership of `fd` (closed on failure).  Returns 0 or
+  // the file, which must be private to this user (or a sealed offer of
+  // another user's) and hold a valid, claimed segment.  Takes ownership of `fd` (closed on failure).  Returns 0 or
   // -EINVAL.
   static int AdoptInherited(int fd, std::unique_ptr<ShmSegment>* out);
 
@@ -95,9 +104,12 @@ class ShmSegment {
   ShmSegment() = default;
   // Maps the file and keeps `fd` (moved to the private range) on success.
   static int MapFile(int fd, uint64_t capacity, std::unique_ptr<ShmSegment>* out);
-  // Checks ownership, mode, header and size, then maps.  Keeps `fd` on
-  // success; returns 0 or -errno.
-  static int ValidateAndMap(int fd, std::unique_ptr<ShmSegment>* out);
+  // Checks ownership and mode (or, with `sealed_ok`, a sealed memfd of any
+  // owner), header and size, then maps.  Keeps `fd` on success; returns 0
+  // or -errno.
+  static int ValidateAndMap(int fd, bool sealed_ok, std::unique_ptr<ShmSegment>* out);
+  // Writes a fresh offer's header into a mapped segment.
+  void InitOfferHeader(uint64_t capacity);
 
   std::string path_;
   bool linked_ = false;

@@ -31,6 +31,7 @@
 #include "fifo_bridge/doorbell.h"
 #include "fifo_bridge/shm_provider.h"
 #include "fifo_bridge/liveness_watcher.h"
+#include "fifo_bridge/offer_hand_out.h"
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/side_state.h"
 #include "fifo_bridge/spsc_ring.h"
@@ -102,6 +103,11 @@ class ShmTransport final : public Transport,
   // by Release().
   void HoldDescriptors(DescriptorReservation reservation) {
     descriptors_ = std::move(reservation);
+  }
+  // Client of a sealed offer: keeps answering the server's hand-out request
+  // (offer_hand_out.h) for as long as the connection lives.
+  void KeepOfferHandOut(std::unique_ptr<OfferHandOut> hand_out) {
+    hand_out_ = std::move(hand_out);
   }
 
   // Server side, right after a successful claim: wakes ourselves if the
@@ -319,6 +325,7 @@ class ShmTransport final : public Transport,
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};
   std::mutex retire_mu_;  // serialises RetireHere
   DescriptorReservation descriptors_;
+  std::unique_ptr<OfferHandOut> hand_out_;  // see KeepOfferHandOut
   // Memory accounting and the idle trim (shm_trim.cc); guarded by the send
   // lock, per process.
   bool trim_scheduled_ = false;

@@ -28,7 +28,10 @@ struct NginxOutcome {
 // nginx in the foreground, preloaded, serving `dir` on a free port;
 // `processes` is the process-model part of its configuration.
 std::unique_ptr<Server> StartNginx(const std::string& dir,
-                                   const std::string& processes) {
+                                   const std::string& processes,
+                                   const std::string& share_uids = "") {
+  Options options = Preloaded(true);
+  if (!share_uids.empty()) options.env["VSOCKET_SHARE_UIDS"] = share_uids;
   std::string nginx = FindProgram("nginx");
   return Server::Start(
       [&](int port) {
@@ -45,7 +48,7 @@ std::unique_ptr<Server> StartNginx(const std::string& dir,
         return std::vector<std::string>{nginx, "-p", dir, "-e", dir + "/error.log",
                                         "-c", dir + "/nginx.conf"};
       },
-      Preloaded(true));
+      options);
 }
 
 NginxOutcome RunNginx(bool clients_preloaded) {
@@ -121,7 +124,9 @@ struct MasterWorkerOutcome {
   std::string served, downloaded;
 };
 
-MasterWorkerOutcome RunMasterWorker(const std::string& worker_user) {
+// `share`: each end lists the other's user in VSOCKET_SHARE_UIDS.
+MasterWorkerOutcome RunMasterWorker(const std::string& worker_user,
+                                    bool share = false) {
   MasterWorkerOutcome o;
   std::string dir = TempDir();
   ::chmod(dir.c_str(), 0755);  // the workers read the file as worker_user
@@ -129,13 +134,16 @@ MasterWorkerOutcome RunMasterWorker(const std::string& worker_user) {
   o.downloaded = TempDir() + "/download.bin";
   WriteFile(o.served, PatternBytes(1 << 20, 7));
   ::chmod(o.served.c_str(), 0644);
-  auto server = StartNginx(dir, "user " + worker_user + "; worker_processes 2;");
+  auto server = StartNginx(dir, "user " + worker_user + "; worker_processes 2;",
+                           share ? "root" : "");
   EXPECT_TRUE(server) << "nginx never listened";
   if (!server) return o;
   std::string url = "http://127.0.0.1:" + std::to_string(server->port()) + "/file.bin";
   // -m: a hang fails the test instead of stalling it (kernel TCP: ~ms).
+  Options client = Preloaded(true);
+  if (share) client.env["VSOCKET_SHARE_UIDS"] = worker_user;
   o.curl = Run({"curl", "-sS", "--fail", "-m", "10", "-o", o.downloaded, url},
-               Preloaded(true), Ms(20000));
+               client, Ms(20000));
   o.server = server->Stop(SIGTERM);
   EXPECT_RUN_OK(o.curl);
   EXPECT_EQ(Sha256Of(o.downloaded), Sha256Of(o.served));
@@ -149,6 +157,16 @@ TEST(NginxMasterWorker, WorkersAsAnotherUserDeclineAtOnceAndServeOverTcp) {
   Stats s = ParseStats(o.curl.err);
   EXPECT_EQ(s.Reason("claim_declined"), 1) << o.curl.err;
   EXPECT_GT(s.tcp_received, 1 << 20) << o.curl.err;
+}
+
+// Opt-in sharing across users (VSOCKET_SHARE_UIDS on both ends): the
+// client hands its sealed segment to whichever worker accepted.
+TEST(NginxMasterWorker, WorkersAsAnotherUserShareMemoryWhenBothEndsAllowIt) {
+  VSA_REQUIRE_PROGRAMS("nginx", "curl");
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (nginx switches users)";
+  MasterWorkerOutcome o = RunMasterWorker("www-data", /*share=*/true);
+  ExpectShmPath(o.curl, 1);
+  EXPECT_GT(ParseStats(o.curl.err).shm_received, 1 << 20) << o.curl.err;
 }
 
 TEST(NginxMasterWorker, WorkersAsTheSameUserUseSharedMemory) {
