@@ -193,6 +193,7 @@ size_t UringEngine::CopyFromWindow(Socket& s, struct msghdr* msg, size_t skip,
     offset += v.iov_len;
   }
   if (!peek) {
+    counters_.window_bytes.fetch_add(copied, std::memory_order_relaxed);
     s.delivered += copied;
     if (s.delivered == s.window_len) RefillWindow(s);
   }
@@ -215,6 +216,7 @@ void UringEngine::RefillWindow(Socket& s) {
     io_uring_prep_recv(peek, s.fd, s.window, window_bytes_, MSG_PEEK | MSG_DONTWAIT);
     peek->user_data = 1;
     ran = SubmitAndReap(ring, 2, res) == 0;
+    if (ran) counters_.readahead_enters.fetch_add(1, std::memory_order_relaxed);
   }
   s.window_len = 0;
   s.delivered = 0;
@@ -257,6 +259,7 @@ ssize_t UringEngine::ReceiveAndPeek(Socket& s, struct msghdr* msg) {
   int32_t res[2] = {-EAGAIN, -EAGAIN};
   if (SubmitAndReap(ring, 2, res) != 0)
     return ErrnoResult(sys::recvmsg(s.fd, msg, MSG_DONTWAIT));
+  counters_.readahead_enters.fetch_add(1, std::memory_order_relaxed);
   ssize_t r = res[0];
   if (res[1] > 0) {
     s.window_len = static_cast<size_t>(res[1]);
@@ -350,6 +353,7 @@ ssize_t UringEngine::SendZeroCopy(ToeHandle h, const void* data, size_t len,
   int32_t res[1] = {-EAGAIN};
   int rc = SubmitAndReap(ring, 1, res);
   if (rc != 0) return rc;
+  counters_.zerocopy_sends.fetch_add(1, std::memory_order_relaxed);
   // SubmitAndReap waited for the notification: the kernel is done with
   // `data`.
   {

@@ -27,6 +27,7 @@
 #ifndef VSOCKET_TOE_BACKEND_URING_ENGINE_H_
 #define VSOCKET_TOE_BACKEND_URING_ENGINE_H_
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -72,6 +73,14 @@ class UringEngine final : public ToeEngine {
   // Whether SendZeroCopy should be used for a send of `len` bytes.
   bool WantsZeroCopy(size_t len) const;
 
+  // What the read-ahead did, for tests and the benchmarks' reports.
+  struct Counters {
+    std::atomic<uint64_t> readahead_enters{0};  // io_uring_enter calls that peeked
+    std::atomic<uint64_t> window_bytes{0};      // bytes served from a window
+    std::atomic<uint64_t> zerocopy_sends{0};    // SEND_ZC submissions
+  };
+  const Counters& counters() const { return counters_; }
+
  private:
   struct Socket;
   static Socket* Of(ToeHandle h) { return reinterpret_cast<Socket*>(h); }
@@ -88,6 +97,7 @@ class UringEngine final : public ToeEngine {
   const uint64_t send_zc_min_;
   std::mutex done_mu_;
   std::vector<uint64_t> send_done_;  // cookies for TakeSendDone
+  Counters counters_;
 };
 
 }  // namespace vsocket::toe
