@@ -24,6 +24,11 @@ ToeConfig Load() {
     if (ParseConfigSize(v, &bytes)) config.send_zc_min = bytes;
     else WarnConfigValue("VSOCKET_TOE_SEND_ZC_MIN", v, "expected a size (0 = off)");
   }
+  if (const char* v = std::getenv("VSOCKET_TOE_READAHEAD_INHERITABLE")) {
+    if (v[0] == '0' && !v[1]) config.readahead_inheritable = false;
+    else if (v[0] == '1' && !v[1]) config.readahead_inheritable = true;
+    else WarnConfigValue("VSOCKET_TOE_READAHEAD_INHERITABLE", v, "expected 0 or 1");
+  }
   return config;
 }
 

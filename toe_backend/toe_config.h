@@ -16,6 +16,12 @@ struct ToeConfig {
   // default: on loopback the kernel copies anyway and waiting for the
   // notification made every size slower (docs/BENCHMARKS.md, "toe").
   uint64_t send_zc_min = 0;
+  // VSOCKET_TOE_READAHEAD_INHERITABLE=1: read ahead on descriptors without
+  // FD_CLOEXEC too.  Off by default: an image started where the interposer
+  // cannot see the exec (posix_spawn, system, popen) that inherits the
+  // socket and reads it would see again up to a window of bytes this
+  // process already delivered (docs/COMPATIBILITY.md).
+  bool readahead_inheritable = false;
 };
 
 const ToeConfig& GetToeConfig();

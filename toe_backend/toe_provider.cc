@@ -1,21 +1,40 @@
 #include "toe_backend/toe_provider.h"
 
 #include <cstring>
+#include <mutex>
+#include <string>
 
 #include "toe_backend/toe_config.h"
 #include "toe_backend/toe_transport.h"
 #include "toe_backend/uring_ring.h"
 #include "vsocket/config.h"
+#include "vsocket/stats.h"
 
 namespace vsocket::toe {
 namespace {
 
 // The engine every toe connection of the process uses (static lifetime:
 // connections may outlive any other owner until exit).
+UringEngine* Engine();
+
+// ,"toe_engine":{"readahead_enters":N,"window_bytes":N,"zerocopy_sends":N}
+// in VSOCKET_STATS once the engine exists: how much read-ahead served.
+void AppendStatsSection(std::string* out) {
+  const UringEngine::Counters& c = Engine()->counters();
+  *out += ",\"toe_engine\":{\"readahead_enters\":" +
+          std::to_string(c.readahead_enters.load(std::memory_order_relaxed)) +
+          ",\"window_bytes\":" +
+          std::to_string(c.window_bytes.load(std::memory_order_relaxed)) +
+          ",\"zerocopy_sends\":" +
+          std::to_string(c.zerocopy_sends.load(std::memory_order_relaxed)) + "}";
+}
+
 UringEngine* Engine() {
   static UringEngine* engine = [] {
     const ToeConfig& c = GetToeConfig();
-    return new UringEngine(c.readahead_bytes, c.send_zc_min);
+    auto* e = new UringEngine(c.readahead_bytes, c.send_zc_min, c.readahead_inheritable);
+    RegisterStatsSection(&AppendStatsSection);
+    return e;
   }();
   return engine;
 }

@@ -34,7 +34,15 @@ struct UringEngine::Socket {
   std::atomic<int> pending_error{0};
   bool readahead = false;      // the next small read may read ahead
   bool quiesced = false;       // shared with another process: never again
-  uint32_t recheck_after = 0;  // eligible reads before FD_CLOEXEC is asked again
+  // FD_CLOEXEC as last seen, and how many more switches trust it.
+  bool cloexec = false;
+  uint32_t recheck_after = 0;
+  // A peek that found nothing (the reader keeps up with the peer: one
+  // message per read) costs more than it saves: the next `skip_full` full
+  // reads stay plain, `backoff` doubling (to 256) while peeks keep
+  // finding nothing, back to 1 when one finds data.
+  uint16_t backoff = 1;
+  uint16_t skip_full = 0;
 
   ~Socket() { std::free(window); }
 };
@@ -61,8 +69,10 @@ void SetStreamOutputFields(struct msghdr* msg) {
 
 }  // namespace
 
-UringEngine::UringEngine(uint32_t readahead_bytes, uint64_t send_zc_min)
-    : window_bytes_(readahead_bytes), send_zc_min_(send_zc_min) {}
+UringEngine::UringEngine(uint32_t readahead_bytes, uint64_t send_zc_min,
+                         bool inheritable)
+    : window_bytes_(readahead_bytes), send_zc_min_(send_zc_min),
+      inheritable_(inheritable) {}
 
 uint32_t UringEngine::capabilities() const {
   uint32_t caps = kToeKernelSocket;
@@ -153,20 +163,33 @@ void UringEngine::DropWindow(Socket& s) {
   s.delivered = 0;
 }
 
+void UringEngine::NotePeek(Socket& s, bool found) {
+  if (found) {
+    s.backoff = 1;
+    return;
+  }
+  s.readahead = false;
+  s.skip_full = s.backoff;
+  if (s.backoff < 256) s.backoff = static_cast<uint16_t>(s.backoff * 2);
+}
+
 bool UringEngine::MayReadAhead(Socket& s) {
   if (window_bytes_ == 0 || s.quiesced) return false;
-  if (s.recheck_after > 0) {
-    --s.recheck_after;
+  if (s.skip_full > 0) {
+    --s.skip_full;
     return false;
   }
-  // Only on close-on-exec descriptors: an image exec'd where the
-  // interposer cannot see it (posix_spawn) must not inherit a socket whose
-  // delivered bytes are still queued.
-  int fd_flags = sys::fcntl(s.fd, F_GETFD);
-  if (fd_flags < 0 || !(fd_flags & FD_CLOEXEC) || !ThisThreadRing()) {
-    s.recheck_after = 1024;
-    return false;
+  // Only on close-on-exec descriptors (unless told otherwise): an image
+  // exec'd where the interposer cannot see it (posix_spawn) must not
+  // inherit a socket whose delivered bytes are still queued.  Asked again
+  // every 64 switches, so a later F_SETFD is noticed.
+  if (s.recheck_after == 0) {
+    int fd_flags = inheritable_ ? FD_CLOEXEC : sys::fcntl(s.fd, F_GETFD);
+    s.cloexec = fd_flags >= 0 && (fd_flags & FD_CLOEXEC);
+    s.recheck_after = 64;
   }
+  --s.recheck_after;
+  if (!s.cloexec || !ThisThreadRing()) return false;
   if (!s.window) {
     s.window = static_cast<char*>(std::malloc(window_bytes_));
     if (!s.window) return false;
@@ -241,6 +264,7 @@ void UringEngine::RefillWindow(Socket& s) {
   } else if (res[1] < 0 && res[1] != -EAGAIN && res[1] != -ECANCELED) {
     s.pending_error.store(-res[1], std::memory_order_relaxed);
   }
+  NotePeek(s, res[1] > 0);
 }
 
 ssize_t UringEngine::ReceiveAndPeek(Socket& s, struct msghdr* msg) {
@@ -267,9 +291,8 @@ ssize_t UringEngine::ReceiveAndPeek(Socket& s, struct msghdr* msg) {
   } else if (r > 0 && res[1] < 0 && res[1] != -EAGAIN && res[1] != -ECANCELED) {
     s.pending_error.store(-res[1], std::memory_order_relaxed);
   }
-  // The caller's read emptied the socket: back to plain reads.
-  if (r <= 0 || static_cast<uint64_t>(r) < IovTotal(msg->msg_iov, msg->msg_iovlen))
-    s.readahead = false;
+  // Nothing more was queued: back to plain reads for a while.
+  NotePeek(s, res[1] > 0);
   if (r > 0) SetStreamOutputFields(msg);
   return r;
 }

@@ -38,8 +38,10 @@ namespace vsocket::toe {
 class UringEngine final : public ToeEngine {
  public:
   // `readahead_bytes`: the window per connection (0: no read-ahead);
-  // `send_zc_min`: SEND_ZC threshold for SendZeroCopy users (0: never).
-  UringEngine(uint32_t readahead_bytes, uint64_t send_zc_min);
+  // `send_zc_min`: SEND_ZC threshold for SendZeroCopy users (0: never);
+  // `inheritable`: read ahead on descriptors without FD_CLOEXEC too.
+  UringEngine(uint32_t readahead_bytes, uint64_t send_zc_min,
+              bool inheritable = false);
 
   const char* name() const override { return "io_uring"; }
   uint32_t capabilities() const override;
@@ -92,9 +94,11 @@ class UringEngine final : public ToeEngine {
   ssize_t ReceiveAndPeek(Socket& s, struct msghdr* msg);
   void DropWindow(Socket& s);
   bool MayReadAhead(Socket& s);
+  void NotePeek(Socket& s, bool found);
 
   const uint32_t window_bytes_;
   const uint64_t send_zc_min_;
+  const bool inheritable_;
   std::mutex done_mu_;
   std::vector<uint64_t> send_done_;  // cookies for TakeSendDone
   Counters counters_;
