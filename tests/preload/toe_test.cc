@@ -22,7 +22,7 @@ int64_t ToeConnections(const std::string& err) {
 struct Case {
   const char* name;     // the test's name
   const char* program;  // progs/<program>.c
-  const char* arg;      // its one argument, or nullptr
+  const char* arg;      // its one argument, or nullptr; "@tmp": a scratch directory
   // VSOCKET_TOE_READAHEAD_INHERITABLE=1 (read ahead on descriptors
   // without FD_CLOEXEC too), and the run must show read-ahead served.
   bool readahead = false;
@@ -38,9 +38,11 @@ Result RunOnToe(const Case& c) {
   o.env["PTEST_MODE"] = "tcp";
   if (c.readahead) o.env["VSOCKET_TOE_READAHEAD_INHERITABLE"] = "1";
   std::vector<std::string> args = {ProgramPath(c.program)};
-  if (c.arg) args.push_back(c.arg);
+  if (c.arg) args.push_back(std::string(c.arg) == "@tmp" ? testing::TempDir() : c.arg);
   return Run(args, o, Ms(40000));
 }
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class Toe : public testing::TestWithParam<Case> {};
 
@@ -82,6 +84,15 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{"epoll_wait_spin", "epoll_wait_spin", nullptr},
                     Case{"poll_mix_poll", "poll_mix", "poll"},
                     Case{"poll_mix_select", "poll_mix", "select"},
+                    Case{"epoll_sets_threads", "epoll_sets", "threads"},
+                    Case{"epoll_sets_fork", "epoll_sets", "fork"},
+                    Case{"epoll_sets_hangup", "epoll_sets", "hangup"},
+                    Case{"epoll_fallback", "epoll_fallback", nullptr},
+                    Case{"shared_waiters", "shared_waiters", nullptr},
+                    Case{"nb_connect", "nb_connect", nullptr},
+                    Case{"buffer_sizes", "buffer_sizes", nullptr},
+                    Case{"plain_fds", "plain_fds", nullptr},
+                    Case{"zerocopy", "zerocopy", "@tmp"},
                     // Bytes read ahead, then the socket shared by fork or
                     // handed to an exec'd image: nothing lost or repeated.
                     Case{"readahead_fork", "readahead_handoff", "fork-only", true},
