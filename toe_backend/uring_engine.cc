@@ -22,10 +22,13 @@ namespace vsocket::toe {
 // kernel socket until discarded, [delivered, window_len) were not.
 // Invariant (with `mu` released): delivered < window_len, or both are 0.
 struct UringEngine::Socket {
-  int fd = -1;
+  int fd = -1;         // written under `mu` (MoveKernelFd); sends read it without
   bool owned = false;  // made by Listen/Accept/Connect: Close closes it
   std::mutex mu;
-  char* window = nullptr;  // window_bytes_, allocated on first read-ahead
+  // window_bytes_, allocated when read-ahead starts and freed when the
+  // connection goes back to plain reads with the window empty, so only
+  // connections that are streaming hold one.
+  char* window = nullptr;
   size_t window_len = 0;
   size_t delivered = 0;
   int kernel_readers = 0;  // threads inside recvmsg(fd): no peek meanwhile
@@ -169,6 +172,10 @@ void UringEngine::NotePeek(Socket& s, bool found) {
     return;
   }
   s.readahead = false;
+  if (s.window_len == 0) {
+    std::free(s.window);
+    s.window = nullptr;
+  }
   s.skip_full = s.backoff;
   if (s.backoff < 256) s.backoff = static_cast<uint16_t>(s.backoff * 2);
 }
@@ -342,8 +349,9 @@ ssize_t UringEngine::Recv(ToeHandle h, struct msghdr* msg, int flags) {
     m = &tail;
   }
   ++s.kernel_readers;
+  const int fd = s.fd;
   lock.unlock();
-  ssize_t n = ErrnoResult(sys::recvmsg(s.fd, m, flags));
+  ssize_t n = ErrnoResult(sys::recvmsg(fd, m, flags));
   lock.lock();
   --s.kernel_readers;
   if (got > 0) {
