@@ -80,7 +80,8 @@ UringEngine::UringEngine(uint32_t readahead_bytes, uint64_t send_zc_min,
 uint32_t UringEngine::capabilities() const {
   uint32_t caps = kToeKernelSocket;
   const UringSupport& s = ProbeUring();
-  if (s.available && window_bytes_ > 0) caps |= kToeReadAhead | kToeRecvLease;
+  if (s.available && s.nowait_recv && window_bytes_ > 0)
+    caps |= kToeReadAhead | kToeRecvLease;
   if (s.available && s.send_zc) caps |= kToeSendZeroCopy;
   return caps;
 }
@@ -181,7 +182,7 @@ void UringEngine::NotePeek(Socket& s, bool found) {
 }
 
 bool UringEngine::MayReadAhead(Socket& s) {
-  if (window_bytes_ == 0 || s.quiesced) return false;
+  if (window_bytes_ == 0 || s.quiesced || !ProbeUring().nowait_recv) return false;
   if (s.skip_full > 0) {
     --s.skip_full;
     return false;

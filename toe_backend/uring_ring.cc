@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -32,6 +34,39 @@ struct ThreadRing {
 };
 
 thread_local ThreadRing t_ring;
+
+// Whether a MSG_DONTWAIT receive on an empty socket completes during the
+// submission (-EAGAIN) rather than waiting for data.  Cancels it if not.
+bool NowaitRecvCompletesAtOnce(struct io_uring* ring) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  char byte;
+  struct io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  io_uring_prep_recv(sqe, sv[0], &byte, 1, MSG_DONTWAIT);
+  sqe->user_data = 1;
+  bool at_once = false;
+  if (io_uring_submit(ring) == 1) {
+    struct io_uring_cqe* cqe = nullptr;
+    if (io_uring_peek_cqe(ring, &cqe) == 0) {
+      at_once = cqe->res == -EAGAIN;
+      io_uring_cqe_seen(ring, cqe);
+    } else {
+      // Waiting for data: cancel it, and reap both completions.
+      struct io_uring_sqe* cancel = io_uring_get_sqe(ring);
+      io_uring_prep_cancel64(cancel, 1, 0);
+      cancel->user_data = 2;
+      io_uring_submit(ring);
+      for (int reaped = 0; reaped < 2;) {
+        if (io_uring_wait_cqe(ring, &cqe) != 0) break;
+        io_uring_cqe_seen(ring, cqe);
+        ++reaped;
+      }
+    }
+  }
+  close(sv[0]);
+  close(sv[1]);
+  return at_once;
+}
 
 UringSupport Probe() {
   UringSupport s;
@@ -64,6 +99,10 @@ UringSupport Probe() {
     s.send_zc = io_uring_opcode_supported(p, IORING_OP_SEND_ZC);
     io_uring_free_probe(p);
   }
+  s.nowait_recv = NowaitRecvCompletesAtOnce(&ring);
+  if (!s.nowait_recv)
+    VSOCKET_LOG(kInfo, "toe: this kernel's io_uring waits on MSG_DONTWAIT "
+                "receives; read-ahead off");
   // The probing thread keeps the ring as its own.  Tearing a ring down
   // queues task work on the thread that made it a few milliseconds later
   // (the kernel's ring exit), which interrupts a blocking socket call of

@@ -29,6 +29,10 @@ struct UringSupport {
   unsigned setup_flags = 0;   // what each thread's ring is made with
   bool send_zc = false;       // IORING_OP_SEND_ZC is supported
   bool defer_taskrun = false;
+  // A receive with MSG_DONTWAIT on an empty socket completes at once with
+  // -EAGAIN (instead of waiting for data), checked on a socketpair.  The
+  // engine reads ahead only when it does.
+  bool nowait_recv = false;
 };
 
 // Probes once (thread-safe); later calls return the same answer.
