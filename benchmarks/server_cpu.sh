@@ -3,7 +3,8 @@
 # client+server figure hides: `vsocket-bench --server` under
 # VSOCKET_TRANSPORT=POLICY reads with --recv-size READ, a client on plain
 # system calls (VSOCKET_TRANSPORT=tcp) streams SIZE-byte messages for 2 s,
-# and the server's utime+stime is read from /proc/<pid>/stat around it.
+# and the server's utime+stime (/proc/<pid>/stat) and voluntary context
+# switches (/proc/<pid>/status: how often it slept) are read around it.
 # With POLICY=toe it also prints the peeking io_uring_enter calls per
 # message (VSOCKET_STATS' toe_engine section).
 #
@@ -20,19 +21,20 @@ VSOCKET_STATS=1 VSOCKET_TRANSPORT=$policy "$bench" --server --port "$port" \
 server=$!
 sleep 0.3
 ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
-t0=$(ticks)
+switches() { awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$server/status"; }
+t0=$(ticks) w0=$(switches)
 VSOCKET_TRANSPORT=tcp "$bench" --client 127.0.0.1 --port "$port" --transports tcp \
   --mode stream --sizes "$size" --duration-ms 2000 --warmup-ms 0 >"$work/client.out" 2>&1
-t1=$(ticks)
+t1=$(ticks) w1=$(switches)
 wait "$server" || true
 row=$(grep -E '^tcp ' "$work/client.out")
 bytes=$(grep -oE '"bytes_received":[0-9]+' "$work/server.err" | head -1 | cut -d: -f2)
 enters=$(grep -oE '"readahead_enters":[0-9]+' "$work/server.err" | cut -d: -f2 || true)
 awk -v p="$policy" -v row="$row" -v t=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
-    -v b="${bytes:-0}" -v sz="$size" -v e="${enters:-}" 'BEGIN {
+    -v b="${bytes:-0}" -v sz="$size" -v e="${enters:-}" -v w=$((w1 - w0)) 'BEGIN {
   split(row, f, " ");  # transport size unit GB/s Mmsg/s ...
   msgs = f[5] * 1e6 * 2
-  printf "%s server: %.3f GB/s, %d messages, server CPU %.3f us/msg", p, f[4], msgs, t * 1e6 / hz / msgs
+  printf "%s server: %.3f GB/s, %d messages, server CPU %.3f us/msg, sleeps per message %.4f", p, f[4], msgs, t * 1e6 / hz / msgs, w / msgs
   if (e != "" && b > 0) printf ", peeking io_uring_enter per message %.4f", e / (b / sz)
   printf "\n"
 }'
