@@ -27,9 +27,12 @@ struct ThreadRing {
   bool failed = false;
   uint64_t generation = 0;
 
-  // At thread exit (where nothing of the thread's can be interrupted).
+  // At the exit of a thread, where nothing of the thread's can be
+  // interrupted any more.  Not for the main thread, whose destructors run
+  // inside exit() before the atexit handlers (which may still make timed
+  // blocking calls): the process's end closes its ring.
   ~ThreadRing() {
-    if (made) io_uring_queue_exit(&ring);
+    if (made && gettid() != getpid()) io_uring_queue_exit(&ring);
   }
 };
 
