@@ -22,9 +22,11 @@ void throw_errno(const std::string& what) {
 
 namespace {
 
-// vsocket_socket for a blocking TCP socket; see TransportUnavailable.
+// vsocket_socket for a blocking, close-on-exec TCP socket (nothing here
+// execs; toe reads ahead only on close-on-exec sockets); see
+// TransportUnavailable.
 int open_socket(int family) {
-  int fd = vsocket_socket(family, SOCK_STREAM, 0);
+  int fd = vsocket_socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) return fd;
   int saved = errno;
   switch (saved) {

@@ -22,8 +22,15 @@ const char kUsage[] =
     "                      (default 64,1024,65536,1048576)\n"
     "  --sweep             sizes 64 B .. 4 MiB in powers of 4\n"
     "  --transports LIST   VSOCKET_TRANSPORT values to compare, in order\n"
-    "                      (default tcp,shm; also auto, rdma (where a device\n"
-    "                      exists), and later toe)\n"
+    "                      (default tcp,shm; also auto, toe, rdma (where a\n"
+    "                      device exists))\n"
+    "  --server-transport T, --client-transport T\n"
+    "                      --local: that end runs VSOCKET_TRANSPORT=T instead\n"
+    "                      of the transport under test, which then runs on the\n"
+    "                      other end only (T=tcp: a peer on plain system calls)\n"
+    "  --recv-size N       stream: the receiver reads at most N bytes per call\n"
+    "                      (default 256K: a bulk receiver); small values model\n"
+    "                      programs that parse as they read\n"
     "  --duration-ms MS    measured time per point (default 300 with --local,\n"
     "                      1000 with --client)\n"
     "  --warmup-ms MS      unmeasured traffic before each point (default 100)\n"
@@ -176,6 +183,13 @@ bool parse_options(int argc, char** argv, Options* o, std::string* error) {
       o->verbose = true;
     } else if (arg == "--zerocopy") {
       o->zerocopy = true;
+    } else if (arg == "--server-transport" || arg == "--client-transport") {
+      const char* v = value();
+      if (!v || !*v || std::strlen(v) >= 16) return fail(arg + " needs a transport name");
+      (arg == "--server-transport" ? o->server_transport : o->client_transport) = v;
+    } else if (arg == "--recv-size") {
+      const char* v = value();
+      if (!v || !parse_size(v, &o->recv_size)) return fail("--recv-size needs a size such as 64 or 4K");
     } else {
       return fail("unknown argument '" + arg + "'");
     }

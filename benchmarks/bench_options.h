@@ -33,6 +33,13 @@ struct Options {
   // stream: the sender uses vsocket_send_registered from a registered
   // buffer and the receiver vsocket_recv_inplace / vsocket_recv_release.
   bool zerocopy = false;
+  // --local: VSOCKET_TRANSPORT of one end instead of the transport under
+  // test, which then runs on the other end only (e.g. a plain "tcp" peer).
+  std::string server_transport;
+  std::string client_transport;
+  // stream: the receiver (server) asks for at most this many bytes per
+  // recv (0: 256 KiB or the message size, a bulk receiver).
+  uint64_t recv_size = 0;
 };
 
 extern const char kUsage[];

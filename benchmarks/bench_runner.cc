@@ -136,7 +136,8 @@ struct ServerStartup {
 
   int rc = 0;
   try {
-    serve(listen_fd, {stop_fd, 0, plan.io_timeout_ms, plan.verbose, plan.zerocopy});
+    serve(listen_fd, {stop_fd, 0, plan.io_timeout_ms, plan.verbose, plan.zerocopy,
+                      size_t(plan.recv_size)});
   } catch (const BenchError& e) {
     std::fprintf(stderr, "vsocket-bench: %s server: %s\n", transport.c_str(), e.what());
     rc = 1;
@@ -145,11 +146,14 @@ struct ServerStartup {
   std::exit(rc);  // exit(), not _exit(): let the library clean up
 }
 
+// `transport`: the one under test (the results' label); `policy`: this
+// end's VSOCKET_TRANSPORT (the same unless --client-transport).
 [[noreturn]] void client_child_main(const RunPlan& plan, const std::string& transport,
-                                    uint16_t port, int result_fd) {
-  enter_child(transport);
+                                    const std::string& policy, uint16_t port,
+                                    int result_fd) {
+  enter_child(policy);
   ClientConfig cfg;
-  cfg.transport = transport;
+  cfg.transport = policy;
   cfg.warmup_ms = plan.warmup_ms;
   cfg.duration_ms = plan.duration_ms;
   cfg.io_timeout_ms = plan.io_timeout_ms;
@@ -166,6 +170,7 @@ struct ServerStartup {
     PointResult r;
     if (resolve_error.empty()) {
       r = run_point(cfg, point.mode, point.msg_size);
+      set_text(r.transport, transport);
       // A fallback after points were measured on the transport is a failure
       // of this point, not a reason to call the whole transport skipped.
       if (r.status == Status::kSkipped && measured_any) {
@@ -265,7 +270,9 @@ std::vector<PointResult> run_client_child(const RunPlan& plan, const std::string
   if (pid == 0) {
     close(results[0]);
     if (server_stop_fd >= 0) close(server_stop_fd);
-    client_child_main(plan, transport, port, results[1]);
+    client_child_main(plan, transport,
+                      plan.client_transport.empty() ? transport : plan.client_transport,
+                      port, results[1]);
   }
   close(results[1]);
 
@@ -307,7 +314,10 @@ std::vector<PointResult> run_transport(const RunPlan& plan, const std::string& t
 
   ServerChild server;
   PointResult failure;
-  if (!start_server_child(plan, transport, &server, &failure)) {
+  const std::string& server_policy =
+      plan.server_transport.empty() ? transport : plan.server_transport;
+  if (!start_server_child(plan, server_policy, &server, &failure)) {
+    set_text(failure.transport, transport);
     if (plan.verbose) log_progress(failure);
     return {failure};
   }

@@ -30,6 +30,9 @@ struct RunPlan {
   uint64_t max_messages = 10'000'000;
   bool verbose = false;  // progress and server session logs on stderr
   bool zerocopy = false; // stream through the zero-copy calls (both ends)
+  // Each end's VSOCKET_TRANSPORT when not the transport under test (local).
+  std::string server_transport, client_transport;
+  uint64_t recv_size = 0;  // stream receiver's bytes per recv; 0: bulk
 };
 
 // Results in order: transport by transport, point by point. A transport that

@@ -80,9 +80,9 @@ ServerReport serve_pingpong(int fd, size_t msg_size) {
 // until Release().
 class StreamReader {
  public:
-  StreamReader(int fd, size_t msg_size, bool zerocopy)
+  StreamReader(int fd, size_t msg_size, bool zerocopy, size_t recv_size)
       : fd_(fd), zerocopy_(zerocopy),
-        buf_(zerocopy ? 0 : std::max(msg_size, kStreamRecvBytes)) {}
+        buf_(zerocopy ? 0 : recv_size ? recv_size : std::max(msg_size, kStreamRecvBytes)) {}
   size_t max_chunk() const { return zerocopy_ ? kStreamRecvBytes : buf_.size(); }
   // Returns the chunk's length (0 at end of stream); *data points at it.
   size_t Next(size_t want, const uint8_t** data) {
@@ -115,8 +115,8 @@ class StreamReader {
   size_t held_ = 0;
 };
 
-ServerReport serve_stream(int fd, size_t msg_size, bool zerocopy) {
-  StreamReader reader(fd, msg_size, zerocopy);
+ServerReport serve_stream(int fd, size_t msg_size, bool zerocopy, size_t recv_size) {
+  StreamReader reader(fd, msg_size, zerocopy, recv_size);
   MeasuredWindow window;
   uint64_t received = 0;          // bytes so far, all phases
   uint64_t window_base = 0;       // `received` when the window opened
@@ -150,7 +150,7 @@ ServerReport serve_stream(int fd, size_t msg_size, bool zerocopy) {
 
 // Accepts one short connection, echoes its one byte, closes it.
 void serve_short_connection(int listen_fd, int io_timeout_ms) {
-  int fd = vsocket_accept(listen_fd, nullptr, nullptr);
+  int fd = vsocket_accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
     if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) return;
     throw_errno("vsocket_accept");
@@ -221,7 +221,7 @@ void serve_session(int fd, int listen_fd, const ServerOptions& options) {
   ServerReport report;
   switch (request.mode) {
     case Mode::kPingPong: report = serve_pingpong(fd, request.msg_size); break;
-    case Mode::kStream: report = serve_stream(fd, request.msg_size, options.zerocopy); break;
+    case Mode::kStream: report = serve_stream(fd, request.msg_size, options.zerocopy, options.recv_size); break;
     case Mode::kConnect: report = serve_connect(fd, listen_fd, timeout_ms); break;
   }
   send_report(fd, report);
@@ -252,7 +252,7 @@ void serve(int listen_fd, const ServerOptions& options) {
     if (count == 2 && fds[1].revents != 0) return;
     if (!(fds[0].revents & POLLIN)) continue;
 
-    int fd = vsocket_accept(listen_fd, nullptr, nullptr);
+    int fd = vsocket_accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
       throw_errno("vsocket_accept");

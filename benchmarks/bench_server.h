@@ -2,6 +2,8 @@
 #ifndef VSOCKET_BENCHMARKS_BENCH_SERVER_H_
 #define VSOCKET_BENCHMARKS_BENCH_SERVER_H_
 
+#include <cstddef>
+
 namespace vbench {
 
 struct ServerOptions {
@@ -10,6 +12,7 @@ struct ServerOptions {
   int io_timeout_ms = 5000;  // bound on every blocked call inside a session
   bool verbose = false;    // log each session to stderr
   bool zerocopy = false;   // stream: read with vsocket_recv_inplace
+  size_t recv_size = 0;    // stream: bytes asked for per recv; 0: bulk
 };
 
 // Accepts and serves sessions on listen_fd (see bench_protocol.h) until a

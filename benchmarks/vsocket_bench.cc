@@ -93,7 +93,7 @@ int run_server_role(const Options& options) {
                 unsigned(port), transport.empty() ? "unset" : transport.c_str());
     std::fflush(stdout);
     serve(listen_fd, {-1, options.idle_exit_ms, options.io_timeout_ms, options.verbose,
-                      options.zerocopy});
+                      options.zerocopy, size_t(options.recv_size)});
   } catch (const BenchError& e) {
     std::fprintf(stderr, "vsocket-bench: %s\n", e.what());
     close_quietly(listen_fd);
@@ -124,6 +124,9 @@ RunPlan make_plan(const Options& options) {
   plan.max_messages = options.max_messages;
   plan.verbose = options.verbose;
   plan.zerocopy = options.zerocopy;
+  plan.server_transport = options.server_transport;
+  plan.client_transport = options.client_transport;
+  plan.recv_size = options.recv_size;
   return plan;
 }
 

@@ -1,6 +1,6 @@
 // vsocket-run: runs a program with libvsocket_preload.so preloaded.
 //
-//   vsocket-run [--transport auto|shm|rdma|tcp] [--spin-us N] [--ring-size S]
+//   vsocket-run [--transport auto|shm|rdma|toe|tcp] [--spin-us N] [--ring-size S]
 //               [--claim-timeout-ms N] [--stats] [--log LEVEL] [--]
 //               program [args...]
 //
@@ -29,7 +29,7 @@ void Usage(FILE* out) {
   fprintf(out,
           "usage: vsocket-run [options] [--] program [args...]\n"
           "Runs program with the vsocket LD_PRELOAD interposer.\n"
-          "  --transport auto|shm|rdma|tcp  path policy (VSOCKET_TRANSPORT)\n"
+          "  --transport auto|shm|rdma|toe|tcp  path policy (VSOCKET_TRANSPORT)\n"
           "  --spin-us N               busy-poll budget in microseconds (VSOCKET_SPIN_US)\n"
           "  --ring-size S             ring bytes per direction, e.g. 1M (VSOCKET_RING_SIZE)\n"
           "  --claim-timeout-ms N      unclaimed-offer timeout (VSOCKET_CLAIM_TIMEOUT_MS)\n"
@@ -125,8 +125,8 @@ int main(int argc, char** argv) {
       setenv("VSOCKET_STATS", "1", 1);
     } else if (name == "--transport") {
       const char* v = need_value();
-      if (!OneOf(v, {"auto", "shm", "rdma", "tcp"}))
-        Die("--transport must be auto, shm, rdma or tcp, not '%s'", v);
+      if (!OneOf(v, {"auto", "shm", "rdma", "toe", "tcp"}))
+        Die("--transport must be auto, shm, rdma, toe or tcp, not '%s'", v);
       setenv("VSOCKET_TRANSPORT", v, 1);
     } else if (name == "--spin-us") {
       const char* v = need_value();

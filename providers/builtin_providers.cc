@@ -9,6 +9,9 @@
 #if VSOCKET_HAVE_RDMA
 #include "rdma_backend/rdma_provider.h"
 #endif
+#if VSOCKET_HAVE_TOE
+#include "toe_backend/toe_provider.h"
+#endif
 
 namespace vsocket {
 
@@ -18,6 +21,10 @@ void InstallBuiltinProviders() {
   RegisterProvider(fifo::ShmProvider());
 #if VSOCKET_HAVE_RDMA
   RegisterProvider(rdma::RdmaProvider());
+#endif
+#if VSOCKET_HAVE_TOE
+  // Last: kernel TCP driven by an engine; only when forced (toe_provider.h).
+  RegisterProvider(toe::ToeProvider());
 #endif
 }
 

@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   g++ cmake make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
-  libibverbs-dev librdmacm-dev
+  libibverbs-dev librdmacm-dev liburing-dev
   python3 iperf3 socat netcat-openbsd ucspi-tcp openbsd-inetd
   scdoc man-db dpkg-dev file
 )

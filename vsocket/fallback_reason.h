@@ -31,6 +31,7 @@ enum class FallbackReason {
   kPeerMovedToTcp,        // the peer moved the connection to TCP
   kFdLimit,               // private descriptors would exceed RLIMIT_NOFILE
   kConnectionLimit,       // VSOCKET_MAX_SHM_CONNECTIONS reached
+  kIoUringUnavailable,    // toe: io_uring cannot be used in this process
   kCount,
 };
 

@@ -66,6 +66,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kPeerMovedToTcp: return "peer_moved_to_tcp";
     case FallbackReason::kFdLimit: return "fd_limit";
     case FallbackReason::kConnectionLimit: return "connection_limit";
+    case FallbackReason::kIoUringUnavailable: return "io_uring_unavailable";
     case FallbackReason::kCount: break;
   }
   return "unknown";

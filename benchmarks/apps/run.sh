@@ -4,7 +4,12 @@
 # better" for times; the table says which).
 #
 # Usage: benchmarks/apps/run.sh [--vsocket-run PATH] [--seconds N] [--only NAME]
-# NAME: sockperf iperf3 redis nginx memcached gloo.  Needs the packages installed by
+#                               [--transport T] [--server-only]
+# NAME: sockperf iperf3 redis nginx memcached gloo.  --transport: the
+# VSOCKET_TRANSPORT of the vsocket runs (default auto).  --server-only: only
+# the server runs under vsocket-run; the client stays a plain program, so
+# the connection's peer is ordinary kernel TCP (how toe is meant to be
+# measured: --transport toe --server-only).  Needs the packages installed by
 # scripts/install-deps.sh --apps.  Every server listens on 127.0.0.1 with an
 # ephemeral port and is killed when its measurement ends.
 set -euo pipefail
@@ -13,11 +18,15 @@ top=$(cd "$here/../.." && pwd)
 vrun="$top/build-release/preload/vsocket-run"
 seconds=3
 only=""
+transport=auto
+server_only=0
 while (($#)); do
   case "$1" in
     --vsocket-run) vrun=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --transport) transport=$2; shift 2 ;;
+    --server-only) server_only=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +48,7 @@ wait_port() {  # port: waits until something listens (10 s at most), without
 # run_server MODE CMD...: MODE is plain or vsocket; remembers the pid.
 run_server() {
   local mode=$1; shift
-  if [[ $mode == vsocket ]]; then "$vrun" --stats -- "$@" >"$work/server.out" 2>"$work/server.err" &
+  if [[ $mode == vsocket ]]; then "$vrun" --stats --transport "$transport" -- "$@" >"$work/server.out" 2>"$work/server.err" &
   else "$@" >"$work/server.out" 2>"$work/server.err" &
   fi
   pids+=($!)
@@ -47,7 +56,7 @@ run_server() {
 stop_servers() { for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; pids=(); }
 client() {  # MODE CMD...
   local mode=$1; shift
-  if [[ $mode == vsocket ]]; then "$vrun" --stats -- "$@"; else "$@"; fi
+  if [[ $mode == vsocket && $server_only == 0 ]]; then "$vrun" --stats --transport "$transport" -- "$@"; else "$@"; fi
 }
 
 results=()
@@ -166,5 +175,6 @@ for name in sockperf iperf3 redis nginx memcached gloo; do
   echo "== $name" >&2
   "bench_$name" || echo "$name failed" >&2
 done
+echo "vsocket runs: VSOCKET_TRANSPORT=$transport, $( ((server_only)) && echo "server only (plain clients)" || echo "both ends")"
 printf '%-34s %12s %12s %9s\n' "benchmark" "plain" "vsocket" "ratio"
 printf '%s\n' "${results[@]}"

@@ -144,7 +144,7 @@ VSOCKET_API int vsocket_recv_release(int fd, size_t n);
 
 /* ---- Introspection: which path a connection took, and why. ---- */
 
-/* "shm", "rdma", "tcp", or NULL (errno EBADF) if fd is not a vsocket
+/* "shm", "rdma", "toe", "tcp", or NULL (errno EBADF) if fd is not a vsocket
    connection. */
 VSOCKET_API const char* vsocket_transport_name(int fd);
 /* The named reason the connection is not on a fast path ("peer_not_vsocket",

@@ -5,7 +5,11 @@ namespace conformance {
 std::vector<Transport> HostTransports() {
   return {{"kernel", &KernelApi(), nullptr},
           {"tcp", &VsocketApi(), "tcp"},
-          {"shm", &VsocketApi(), "shm"}};
+          {"shm", &VsocketApi(), "shm"},
+#if VSOCKET_HAVE_TOE
+          {"toe", &VsocketApi(), "toe"},
+#endif
+  };
 }
 
 std::vector<Transport> RdmaTransports() {

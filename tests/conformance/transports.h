@@ -11,7 +11,7 @@
 namespace conformance {
 
 struct Transport {
-  const char* name;        // gtest parameter name: kernel, tcp, shm, rdma
+  const char* name;        // gtest parameter name: kernel, tcp, shm, toe, rdma
   const SocketApi* api;
   // VSOCKET_TRANSPORT in both ends' processes, and what
   // vsocket_transport_name() must then say on both ends; nullptr for the
@@ -19,7 +19,7 @@ struct Transport {
   const char* policy;
 };
 
-// kernel, tcp, shm: the host suite.
+// kernel, tcp, shm (and toe when built with liburing): the host suite.
 std::vector<Transport> HostTransports();
 // kernel, rdma: the suite inside the Soft-RoCE guest.
 std::vector<Transport> RdmaTransports();

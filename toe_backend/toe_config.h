@@ -1,0 +1,31 @@
+// The toe transport's settings, VSOCKET_TOE_*, read once per process.
+#ifndef VSOCKET_TOE_BACKEND_TOE_CONFIG_H_
+#define VSOCKET_TOE_BACKEND_TOE_CONFIG_H_
+
+#include <cstdint>
+
+namespace vsocket::toe {
+
+struct ToeConfig {
+  // VSOCKET_TOE_READAHEAD: bytes a connection may peek ahead of the
+  // application (the read-ahead window, per connection, allocated on first
+  // use); 0 turns read-ahead off.  Power of two, 4K..1M.
+  uint32_t readahead_bytes = 64 * 1024;
+  // VSOCKET_TOE_SEND_ZC_MIN: sends of at least this many bytes go out with
+  // IORING_OP_SEND_ZC (where the kernel has it); 0 = never.  Off by
+  // default: on loopback the kernel copies anyway and waiting for the
+  // notification made every size slower (docs/BENCHMARKS.md, "toe").
+  uint64_t send_zc_min = 0;
+  // VSOCKET_TOE_READAHEAD_INHERITABLE=1: read ahead on descriptors without
+  // FD_CLOEXEC too.  Off by default: an image started where the interposer
+  // cannot see the exec (posix_spawn, system, popen) that inherits the
+  // socket and reads it would see again up to a window of bytes this
+  // process already delivered (docs/COMPATIBILITY.md).
+  bool readahead_inheritable = false;
+};
+
+const ToeConfig& GetToeConfig();
+
+}  // namespace vsocket::toe
+
+#endif  // VSOCKET_TOE_BACKEND_TOE_CONFIG_H_

@@ -1,0 +1,108 @@
+#include "toe_backend/toe_provider.h"
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "toe_backend/toe_config.h"
+#include "toe_backend/toe_transport.h"
+#include "toe_backend/uring_ring.h"
+#include "vsocket/config.h"
+#include "vsocket/stats.h"
+
+namespace vsocket::toe {
+namespace {
+
+// The engine every toe connection of the process uses (static lifetime:
+// connections may outlive any other owner until exit).
+UringEngine* Engine();
+
+// ,"toe_engine":{"readahead_enters":N,"window_bytes":N,"zerocopy_sends":N}
+// in VSOCKET_STATS once the engine exists: how much read-ahead served.
+void AppendStatsSection(std::string* out) {
+  const UringEngine::Counters& c = Engine()->counters();
+  *out += ",\"toe_engine\":{\"readahead_enters\":" +
+          std::to_string(c.readahead_enters.load(std::memory_order_relaxed)) +
+          ",\"window_bytes\":" +
+          std::to_string(c.window_bytes.load(std::memory_order_relaxed)) +
+          ",\"zerocopy_sends\":" +
+          std::to_string(c.zerocopy_sends.load(std::memory_order_relaxed)) + "}";
+}
+
+UringEngine* Engine() {
+  static UringEngine* engine = [] {
+    const ToeConfig& c = GetToeConfig();
+    auto* e = new UringEngine(c.readahead_bytes, c.send_zc_min, c.readahead_inheritable);
+    RegisterStatsSection(&AppendStatsSection);
+    return e;
+  }();
+  return engine;
+}
+
+bool Forced() {
+  const Config& c = GetConfig();
+  return c.policy == TransportPolicy::kNamed && c.transport == "toe";
+}
+
+// What a connection made now would get: kNone, or why it stays on TCP.
+FallbackReason Availability() {
+  return ProbeUring().available ? FallbackReason::kNone
+                                : FallbackReason::kIoUringUnavailable;
+}
+
+class ToePending final : public PendingConnection {
+ public:
+  int handshake_wait_ms() const override { return 0; }
+  std::unique_ptr<Transport> Complete(int fd, FallbackReason* reason) override {
+    (void)reason;
+    return std::make_unique<ToeTransport>(Engine(), fd);
+  }
+};
+
+class ToeListener final : public ListenerAttachment {
+ public:
+  std::unique_ptr<Transport> Claim(int accepted_fd, Decline* decline) override {
+    FallbackReason why = Availability();
+    if (why != FallbackReason::kNone) {
+      *decline = Decline{why, true};
+      return nullptr;
+    }
+    return std::make_unique<ToeTransport>(Engine(), accepted_fd);
+  }
+};
+
+class Provider final : public TransportProvider {
+ public:
+  const char* name() const override { return "toe"; }
+  TransportKind kind() const override { return kToeKind; }
+  uint32_t capabilities() const override { return 0; }
+
+  Decline Offer(int fd, const struct sockaddr* peer, socklen_t len, bool forced,
+                std::unique_ptr<PendingConnection>* pending) override {
+    (void)fd;
+    (void)peer;
+    (void)len;
+    // Not measured to help by default: auto passes the connection on.
+    if (!forced) return Decline{FallbackReason::kPeerNotVsocket, false};
+    FallbackReason why = Availability();
+    if (why != FallbackReason::kNone) return Decline{why, true};
+    *pending = std::make_unique<ToePending>();
+    return Decline{};
+  }
+
+  std::unique_ptr<ListenerAttachment> AttachListener(int listen_fd,
+                                                     bool kernel_listening) override {
+    (void)listen_fd;
+    if (!kernel_listening || !Forced()) return nullptr;
+    return std::make_unique<ToeListener>();
+  }
+};
+
+}  // namespace
+
+TransportProvider* ToeProvider() {
+  static Provider provider;
+  return &provider;
+}
+
+}  // namespace vsocket::toe
