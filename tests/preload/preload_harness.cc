@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -232,19 +234,33 @@ Stats ParseStats(const std::string& text) {
   return s;
 }
 
+// The port is handed to a server that binds it later (a second or more for
+// python3 and torch).  An ephemeral port (bind to 0) could be taken
+// meanwhile by any connection of the host as its local port (torch's store
+// then failed with EADDRINUSE on a busy host), so the port comes from below
+// the ephemeral range, where nothing is handed out by the kernel.
 int PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+  int low = 32768;
+  {
+    std::istringstream range(Slurp("/proc/sys/net/ipv4/ip_local_port_range"));
+    range >> low;
   }
-  if (fd >= 0) close(fd);
-  return port;
+  int floor = 10000, ceiling = low > floor + 1000 ? low : 32768;
+  static std::mt19937 rng(static_cast<unsigned>(getpid()) * 2654435761u ^
+                          static_cast<unsigned>(time(nullptr)));
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    int port = floor + static_cast<int>(rng() % static_cast<unsigned>(ceiling - floor));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  return 0;
 }
 
 bool WaitForListener(int port, Ms timeout) {
