@@ -163,6 +163,7 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   bool nonblocking = (flags & SOCK_NONBLOCK) != 0;
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
   conn->InheritBufferSizes(*vs);
+  conn->set_accepted(true);
   std::unique_ptr<Transport> transport =
       vsocket::ClaimAccepted(vs->listeners(), tcp_fd);
   // A claimed connection's user descriptor is new and close-on-exec.
@@ -308,7 +309,9 @@ int vsocket_shutdown(int fd, int how) {
   if (!vs) return sys::shutdown(fd, how);
   Transport* t = vs->TransportFinishingConnect(fd);
   if (!t) return sys::shutdown(fd, how);
-  return t->Shutdown(how);
+  int rc = t->Shutdown(how);
+  if (rc == 0) vs->NoteShutdown(how);
+  return rc;
 }
 
 int vsocket_close(int fd) {

@@ -105,6 +105,19 @@ Config ParseConfig(ConfigLookup lookup, void* context) {
     if (ParseConfigSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);
     else WarnConfigValue("VSOCKET_CLAIM_TIMEOUT_MS", v, "expected 1..600000");
   }
+  if (const char* v = get("VSOCKET_LIVE_STATS")) {
+    if (!std::strcmp(v, "0")) config.live_stats = false;
+    else if (!std::strcmp(v, "1")) config.live_stats = true;
+    else WarnConfigValue("VSOCKET_LIVE_STATS", v, "expected 0 or 1; using 1");
+  }
+  if (const char* v = get("VSOCKET_CONFIG")) {
+    if (std::strlen(v) < 180) {
+      config.rules_file = v;
+      config.rules_file_named = *v != '\0';
+    } else {
+      WarnConfigValue("VSOCKET_CONFIG", "(too long)", "a path of at most 179 bytes; using /etc/vsocket.conf");
+    }
+  }
   return config;
 }
 

@@ -31,6 +31,7 @@ enum class FallbackReason {
   kPeerMovedToTcp,        // the peer moved the connection to TCP
   kFdLimit,               // private descriptors would exceed RLIMIT_NOFILE
   kConnectionLimit,       // VSOCKET_MAX_SHM_CONNECTIONS reached
+  kDisabledByRule,        // a rule of the rules file (VSOCKET_CONFIG) said tcp
   kCount,
 };
 

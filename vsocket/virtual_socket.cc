@@ -6,6 +6,7 @@
 
 #include "base/real_libc.h"
 #include "vsocket/config.h"
+#include "vsocket/live_stats.h"
 #include "vsocket/stats.h"
 
 namespace vsocket {
@@ -21,9 +22,27 @@ void ReleaseWithSuccessor(Transport& t) {
 
 }  // namespace
 
+void Transport::NoteRetiredInLiveSlot(const Transport& next) {
+  LiveSlotSetTransport(live_slot(), next.kind(), next.fallback_reason());
+}
+
 VirtualSocket::~VirtualSocket() {
   if (transport_owner_) ReleaseWithSuccessor(*transport_owner_);
   for (auto it = retired_.rbegin(); it != retired_.rend(); ++it) (*it)->Release();
+  LiveSlotClose(live_slot_);
+}
+
+void VirtualSocket::NoteShutdown(int how) {
+  uint32_t flags = 0;
+  if (how == SHUT_RD || how == SHUT_RDWR) flags |= kLiveShutRead;
+  if (how == SHUT_WR || how == SHUT_RDWR) flags |= kLiveShutWrite;
+  std::lock_guard<std::mutex> lock(mutex_);
+  LiveSlotAddFlags(live_slot_, flags);
+}
+
+void VirtualSocket::NoteUserFd(int fd) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  LiveSlotSetFd(live_slot_, fd);
 }
 
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
@@ -32,6 +51,18 @@ void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
   if (transport->fallback_reason() != FallbackReason::kNone)
     StatsFallback(transport->fallback_reason(), nullptr);
   if (uint32_t which = buffer_sizes_set_.load()) transport->BufferSizesChanged(which);
+  if (!live_slot_) {
+    LiveSlotIdentity id;
+    id.fd = transport->user_fd();
+    id.tcp_fd = transport->tcp_fd();
+    id.kind = transport->kind();
+    id.reason = transport->fallback_reason();
+    id.accepted = accepted_;
+    id.rule_line = rule_line_;
+    id.ring_bytes = static_cast<uint32_t>(transport->send_ring_bytes());
+    live_slot_ = LiveSlotOpen(id);
+  }
+  transport->AttachLiveSlot(live_slot_);
   transport_.store(transport.get(), std::memory_order_release);
   transport_owner_ = std::move(transport);
   pending_.reset();
