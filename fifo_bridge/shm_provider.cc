@@ -195,7 +195,8 @@ class ShmTransportProvider final : public TransportProvider {
     return kCapInPlaceRecv | kCapUserSpaceReadiness | kCapExecHandover;
   }
 
-  Decline Offer(int fd, const struct sockaddr* addr, socklen_t len, bool,
+  Decline Offer(int fd, const struct sockaddr* addr, socklen_t len,
+                const OfferOptions& options,
                 std::unique_ptr<PendingConnection>* pending) override {
     Endpoint dst;
     if (!EndpointFromSockaddr(addr, len, &dst))
@@ -214,7 +215,7 @@ class ShmTransportProvider final : public TransportProvider {
     if (port == 0) return {FallbackReason::kShmSetupFailed, true};
     std::string key = ConnectionKey(dst, port);
     std::unique_ptr<ShmSegment> segment;
-    int err = ShmSegment::CreateOffer(key, GetConfig().ring_bytes, &segment);
+    int err = ShmSegment::CreateOffer(key, options.ring_bytes, &segment);
     if (err != 0) {
       VSOCKET_LOG(kDebug, "offer %s: segment: %s", key.c_str(), strerror(-err));
       return {ReasonForSetupError(err), true};

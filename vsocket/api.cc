@@ -140,7 +140,9 @@ int vsocket_listen(int fd, int backlog) {
   // the TCP port open must also find the RDMA one, or it settles for TCP);
   // the others, and those that need the port listen() assigns, after it.
   vsocket::ListenerAttachments attachments;
-  if (first) vsocket::AttachListeners(fd, /*kernel_listening=*/false, &attachments);
+  uint32_t rule_line = 0;
+  if (first)
+    vsocket::AttachListeners(fd, /*kernel_listening=*/false, &attachments, &rule_line);
   if (sys::listen(fd, backlog) != 0) {
     int saved = errno;
     attachments.clear();
@@ -148,7 +150,8 @@ int vsocket_listen(int fd, int backlog) {
     return -1;
   }
   if (first) {
-    vsocket::AttachListeners(fd, /*kernel_listening=*/true, &attachments);
+    vsocket::AttachListeners(fd, /*kernel_listening=*/true, &attachments, &rule_line);
+    vs->set_rule_line(rule_line);
     vs->SetListening(std::move(attachments));
   }
   return 0;
@@ -164,8 +167,9 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
   conn->InheritBufferSizes(*vs);
   conn->set_accepted(true);
+  conn->set_rule_line(vs->rule_line());
   std::unique_ptr<Transport> transport =
-      vsocket::ClaimAccepted(vs->listeners(), tcp_fd);
+      vsocket::ClaimAccepted(vs->listeners(), tcp_fd, vs->rule_line());
   // A claimed connection's user descriptor is new and close-on-exec.
   if (transport->user_fd() != tcp_fd && !(flags & SOCK_CLOEXEC))
     sys::fcntl(transport->user_fd(), F_SETFD, 0);
@@ -211,7 +215,9 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
   FallbackReason reason = FallbackReason::kPeerNotVsocket;
   if (addr && len >= sizeof(sa_family_t) &&
       (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
-    reason = vsocket::PrepareOffer(fd, addr, len, &pending);
+    uint32_t rule_line = 0;
+    reason = vsocket::PrepareOffer(fd, addr, len, &pending, &rule_line);
+    vs->set_rule_line(rule_line);
   }
   int rc = sys::connect(fd, addr, len);
   if (rc != 0 && errno == EINPROGRESS && pending) {

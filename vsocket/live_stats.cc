@@ -20,6 +20,7 @@
 #include "base/real_libc.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
+#include "vsocket/rules.h"
 
 namespace vsocket {
 namespace {
@@ -88,7 +89,7 @@ void FillHeader(LiveHeader* h) {
   h->start_ticks = SelfStartTicks();
   h->created_ns = MonotonicNs();
   CopyName(h->program, sizeof(h->program), program_invocation_short_name);
-  CopyName(h->rules_file, sizeof(h->rules_file), GetConfig().rules_file.c_str());
+  CopyName(h->rules_file, sizeof(h->rules_file), GetRules().file.c_str());
   for (int k = 0; k < kLiveKinds; ++k) {
     const char* name = TransportKindName(static_cast<TransportKind>(k));
     if (std::strcmp(name, "unknown") != 0) CopyName(h->kind_names[k], 16, name);

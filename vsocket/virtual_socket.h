@@ -76,9 +76,11 @@ class VirtualSocket {
 
   // For vsocket-stat (vsocket/live_stats.h): the connection was accepted
   // (else connected), and the line of the rule that chose its path (0:
-  // none).  REQUIRES: called before SetTransport.
+  // none; a listener's is its accepted connections').  REQUIRES: called
+  // before SetTransport or SetListening.
   void set_accepted(bool accepted) { accepted_ = accepted; }
   void set_rule_line(uint32_t line) { rule_line_ = line; }
+  uint32_t rule_line() const { return rule_line_; }
   // shutdown() succeeded with `how`; the application's number for the
   // connection is now `fd` (dup2 onto another number).
   void NoteShutdown(int how);
