@@ -72,6 +72,8 @@ struct LiveHeader {
   std::atomic<uint64_t> unlisted;  // connections that found no free slot
 };
 static_assert(sizeof(LiveHeader) <= kLiveHeaderBytes, "header too big");
+static_assert(offsetof(LiveHeader, kinds) == 2480 && offsetof(LiveHeader, unlisted) == 3184,
+              "header layout changed: docs/PROTOCOL.md section 7");
 
 enum LiveSlotState : uint32_t {
   kLiveSlotFree = 0,

@@ -1,0 +1,222 @@
+// vsocket-stat against real preloaded processes (progs/live_pair.c): two
+// processes holding busy connections show up with their connections, on
+// shared memory, with bytes that grow; -p keeps one process; a connection
+// a rule of the rules file (VSOCKET_CONFIG) puts on kernel TCP shows
+// disabled_by_rule and its rule while another port takes shared memory; a
+// rule matches on the program's name; a malformed file is one error line
+// and the defaults.
+#include <libgen.h>
+
+#include <gtest/gtest.h>
+
+#include "preload_harness.h"
+#include "stats_json.h"
+
+namespace vsocket_preload_test {
+namespace {
+
+using vsocket_test::JsonValue;
+
+std::string StatPath() {
+  std::string runner = RunnerPath();
+  return runner.substr(0, runner.rfind('/')) + "/vsocket-stat";
+}
+
+// `vsocket-stat --json` (plus `extra`), parsed.
+JsonValue StatJson(const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {StatPath(), "--json"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Options o;
+  o.preload = false;
+  Result r = Run(argv, o, Ms(10000));
+  EXPECT_TRUE(r.exit.exited) << r.exit.ToString() << r.err;
+  auto parsed = vsocket_test::ParseJson(r.out);
+  EXPECT_TRUE(parsed.has_value()) << r.out;
+  return parsed.value_or(JsonValue{});
+}
+
+const JsonValue* ProcessOf(const JsonValue& all, pid_t pid) {
+  const JsonValue* list = all.Find({"processes"});
+  if (!list) return nullptr;
+  for (const JsonValue& p : list->array) {
+    const JsonValue* id = p.Find({"pid"});
+    if (id && static_cast<pid_t>(id->number) == pid) return &p;
+  }
+  return nullptr;
+}
+
+std::string Str(const JsonValue& v, const char* key) {
+  const JsonValue* f = v.Find({key});
+  return f ? f->string : "";
+}
+double Num(const JsonValue& v, const char* key) {
+  const JsonValue* f = v.Find({key});
+  return f ? f->number : -1;
+}
+
+// A server on `ports` and a client that keeps them busy for `seconds`.
+struct Pair {
+  std::unique_ptr<Process> server, client;
+};
+
+Pair StartPair(const std::vector<int>& ports, double seconds, const Options& options) {
+  Pair p;
+  std::vector<std::string> sargv = {ProgramPath("live_pair"), "server"};
+  std::vector<std::string> cargv = {ProgramPath("live_pair"), "client", std::to_string(seconds)};
+  for (int port : ports) {
+    sargv.push_back(std::to_string(port));
+    cargv.push_back(std::to_string(port));
+  }
+  p.server = Process::Start(sargv, options);
+  EXPECT_EQ(p.server->WaitForLine(Ms(20000)), "READY") << p.server->Stderr();
+  p.client = Process::Start(cargv, options);
+  EXPECT_EQ(p.client->WaitForLine(Ms(20000)), "CONNECTED") << p.client->Stderr();
+  return p;
+}
+
+void Finish(Pair& p) {
+  Exit c = p.client->Wait(Ms(30000));
+  Exit s = p.server->Wait(Ms(10000));
+  EXPECT_TRUE(c.Ok()) << c.ToString() << p.client->Stderr();
+  EXPECT_TRUE(s.Ok()) << s.ToString() << p.server->Stderr();
+}
+
+TEST(LiveStat, ShowsBothProcessesOnSharedMemoryWithGrowingBytes) {
+  int port = PickFreePort();
+  Pair p = StartPair({port}, 3.0, Options{});
+  JsonValue first = StatJson();
+  usleep(500 * 1000);
+  JsonValue second = StatJson();
+  for (pid_t pid : {p.server->pid(), p.client->pid()}) {
+    const JsonValue* a = ProcessOf(first, pid);
+    const JsonValue* b = ProcessOf(second, pid);
+    ASSERT_TRUE(a && b) << "pid " << pid << " missing";
+    EXPECT_EQ(Str(*a, "program"), "live_pair");
+    const JsonValue* conns = b->Find({"connections"});
+    ASSERT_TRUE(conns);
+    ASSERT_EQ(conns->array.size(), 1u);
+    const JsonValue& c = conns->array[0];
+    EXPECT_EQ(Str(c, "transport"), "shm");
+    EXPECT_EQ(Str(c, "fallback_reason"), "");
+    EXPECT_EQ(Str(c, "state"), "established");
+    EXPECT_EQ(Str(c, "role"), pid == p.server->pid() ? "server" : "client");
+    EXPECT_EQ(Num(c, "ring_bytes"), 1 << 20);
+    std::string port_text = ":" + std::to_string(port);
+    EXPECT_NE(Str(c, pid == p.server->pid() ? "local" : "peer").find(port_text),
+              std::string::npos);
+    const JsonValue& c0 = a->Find({"connections"})->array.at(0);
+    EXPECT_GT(Num(c, "bytes_sent"), Num(c0, "bytes_sent"));
+    EXPECT_GT(Num(c, "bytes_received"), Num(c0, "bytes_received"));
+    EXPECT_GT(Num(c, "bytes_sent"), 0);
+    EXPECT_GE(vsocket_test::StatsNumber(*b, {"transports", "shm", "connections"}), 1);
+  }
+  // -p: that process alone; a pid that is not one: exit status 1.
+  JsonValue only = StatJson({"-p", std::to_string(p.client->pid())});
+  ASSERT_TRUE(only.Find({"processes"}));
+  ASSERT_EQ(only.Find({"processes"})->array.size(), 1u);
+  EXPECT_TRUE(ProcessOf(only, p.client->pid()));
+  Options o;
+  o.preload = false;
+  Result none = vsocket_preload_test::Run({StatPath(), "-p", "4194000"}, o, Ms(10000));
+  EXPECT_EQ(none.exit.code, 1) << none.out;
+  // Text mode and a bounded watch run and end by themselves.
+  Result watch = vsocket_preload_test::Run({StatPath(), "-w", "0.2", "-c", "2"}, o, Ms(10000));
+  EXPECT_TRUE(watch.exit.Ok()) << watch.err;
+  EXPECT_NE(watch.out.find("live_pair"), std::string::npos) << watch.out;
+  Finish(p);
+  // Gone with their processes.
+  JsonValue after = StatJson();
+  EXPECT_FALSE(ProcessOf(after, p.server->pid()));
+  EXPECT_FALSE(ProcessOf(after, p.client->pid()));
+}
+
+TEST(LiveStat, WatchStopsOnSigint) {
+  Options o;
+  o.preload = false;
+  auto watch = Process::Start({StatPath(), "--json", "-w", "0.1"}, o);
+  EXPECT_FALSE(watch->WaitForLine(Ms(5000)).empty());
+  kill(watch->pid(), SIGINT);
+  Exit e = watch->Wait(Ms(5000));
+  EXPECT_TRUE(e.Ok()) << e.ToString();
+}
+
+TEST(LiveStat, RuleForcesTcpOnOnePortAndShmOnAnother) {
+  int tcp_port = PickFreePort();
+  int shm_port = PickFreePort();
+  while (shm_port == tcp_port) shm_port = PickFreePort();
+  std::string conf = TempDir() + "/vsocket.conf";
+  WriteFile(conf, "# kernel TCP for one port\n"
+                  "tcp * * * *:" + std::to_string(tcp_port) + "\n"
+                  "tcp * * *:" + std::to_string(tcp_port) + " *\n"
+                  "auto * * * *\n");
+  Options options;
+  options.env["VSOCKET_CONFIG"] = conf;
+  Pair p = StartPair({tcp_port, shm_port}, 1.0, options);
+  JsonValue all = StatJson();
+  const JsonValue* client = ProcessOf(all, p.client->pid());
+  const JsonValue* server = ProcessOf(all, p.server->pid());
+  ASSERT_TRUE(client && server);
+  EXPECT_EQ(Str(*client, "rules_file"), conf);
+  for (const JsonValue* proc : {client, server}) {
+    const JsonValue* conns = proc->Find({"connections"});
+    ASSERT_TRUE(conns);
+    ASSERT_EQ(conns->array.size(), 2u);
+    for (const JsonValue& c : conns->array) {
+      bool on_tcp_port = Str(c, "local").find(":" + std::to_string(tcp_port)) != std::string::npos ||
+                         Str(c, "peer").find(":" + std::to_string(tcp_port)) != std::string::npos;
+      if (on_tcp_port) {
+        EXPECT_EQ(Str(c, "transport"), "tcp");
+        EXPECT_EQ(Str(c, "fallback_reason"), "disabled_by_rule");
+        EXPECT_EQ(Str(c, "rule"), conf + (proc == client ? ":2" : ":3"));
+      } else {
+        EXPECT_EQ(Str(c, "transport"), "shm");
+        EXPECT_EQ(Str(c, "rule"), conf + ":4");
+      }
+    }
+  }
+  Finish(p);
+  Stats cs = ParseStats(p.client->Stderr());
+  EXPECT_EQ(cs.Reason("disabled_by_rule"), 1) << p.client->Stderr();
+  EXPECT_EQ(cs.shm_connections, 1);
+  EXPECT_EQ(cs.tcp_connections, 1);
+}
+
+TEST(LiveStat, RuleMatchesProgramName) {
+  int port = PickFreePort();
+  std::string conf = TempDir() + "/vsocket.conf";
+  // The client program alone is told tcp; the server stays as it is.
+  WriteFile(conf, "tcp client live_p?ir * *\n"
+                  "tcp * some-other-program * *\n");
+  Options options;
+  options.env["VSOCKET_CONFIG"] = conf;
+  Pair p = StartPair({port}, 0.3, options);
+  Finish(p);
+  Stats cs = ParseStats(p.client->Stderr());
+  Stats ss = ParseStats(p.server->Stderr());
+  EXPECT_EQ(cs.Reason("disabled_by_rule"), 1) << p.client->Stderr();
+  EXPECT_EQ(ss.Reason("peer_not_vsocket") + ss.Reason("peer_spoke_tcp") +
+                ss.Reason("claim_declined"), 1) << p.server->Stderr();
+  EXPECT_EQ(ss.Reason("disabled_by_rule"), 0) << p.server->Stderr();
+}
+
+TEST(LiveStat, MalformedRulesFileIsOneLineAndTheDefaults) {
+  int port = PickFreePort();
+  std::string conf = TempDir() + "/vsocket.conf";
+  WriteFile(conf, "tcp * * * *\nshm sideways * * *\n");
+  Options options;
+  options.env["VSOCKET_CONFIG"] = conf;
+  Pair p = StartPair({port}, 0.3, options);
+  Finish(p);
+  for (Process* proc : {p.server.get(), p.client.get()}) {
+    std::string err = proc->Stderr();
+    std::string line = "vsocket: " + conf + ":2: unknown role 'sideways'";
+    size_t at = err.find(line);
+    EXPECT_NE(at, std::string::npos) << err;
+    EXPECT_EQ(err.find(line, at + 1), std::string::npos) << err;  // once
+    Stats s = ParseStats(err);
+    EXPECT_EQ(s.shm_connections, 1) << err;  // the whole file was ignored
+  }
+}
+
+}  // namespace
+}  // namespace vsocket_preload_test
