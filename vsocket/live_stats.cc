@@ -1,7 +1,9 @@
 #include "vsocket/live_stats.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -143,6 +145,28 @@ void UnlinkAtExit() {
   if (!path.empty()) ::unlink(path.c_str());
 }
 
+// Pages of processes that are gone (killed, or exec'd into an image that
+// is not preloaded) would stay until vsocket-stat runs: each new page
+// removes up to 64 of them.  Only files named stat-<pid>[.exec|.new] in our
+// own directory, whose pid does not exist.
+void RemoveDeadPages(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  int removed = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, "stat-", 5) != 0) continue;
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name + 5, &end, 10);
+    if (end == e->d_name + 5 || pid <= 0 ||
+        (*end && std::strcmp(end, ".exec") != 0 && std::strcmp(end, ".new") != 0)) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (::unlinkat(::dirfd(d), e->d_name, 0) == 0 && ++removed >= 64) break;
+  }
+  ::closedir(d);
+}
+
 // REQUIRES: page.mu held, no header yet.
 void MakePage(Page& page) {
   LiveHeader* header = nullptr;
@@ -152,6 +176,7 @@ void MakePage(Page& page) {
     std::string temp = path + ".new";
     ::unlink((path + ".exec").c_str());  // set aside by our previous image
     int fd = CreateFile(temp, kLiveHeaderBytes + kLiveChunkBytes);
+    RemoveDeadPages(LiveStatsDirectory());
     if (fd >= 0) {
       header = static_cast<LiveHeader*>(MapFile(fd, kLiveHeaderBytes, 0, nullptr));
       chunk = header ? static_cast<LiveSlot*>(
@@ -255,9 +280,24 @@ void NameSocket(int tcp_fd, bool peer, LiveAddress* out) {
   }
 }
 
-// fork(): the child must not write into its parent's file.
-void PrepareFork() { ThePage().mu.lock(); }
-void ParentAfterFork() { ThePage().mu.unlock(); }
+// fork(): the child must not write into its parent's file.  No prepare
+// handler takes `mu`: a thread holding a VirtualSocket's mutex may wait for
+// it while the forking thread's later prepare handlers wait for that
+// VirtualSocket.  So the child cannot trust what `mu` guarded if another
+// thread held it at the fork, and rebuilds it from the slots themselves.
+void RebuildAfterFork(Page& page) {
+  new (&page.mu) std::mutex();
+  // The old vector may have been in the middle of a reallocation: leaked.
+  new (&page.free_slots) std::vector<LiveSlot*>();
+  for (uint32_t c = page.chunk_count; c-- > 0;) {
+    for (int s = kLiveSlotsPerChunk - 1; s >= 0; --s) {
+      LiveSlot* slot = &page.chunks[c][s];
+      uint32_t seq = slot->seq.load(std::memory_order_relaxed);
+      if (seq & 1u) slot->seq.store(seq + 1, std::memory_order_relaxed);  // cut off mid-write
+      if (slot->state == kLiveSlotFree) page.free_slots.push_back(slot);
+    }
+  }
+}
 
 // Puts private anonymous memory holding the same bytes at [at, at+bytes).
 bool ReplaceWithPrivateCopy(void* at, size_t bytes) {
@@ -274,9 +314,12 @@ bool ReplaceWithPrivateCopy(void* at, size_t bytes) {
 
 void ChildAfterFork() {
   Page& page = ThePage();
-  new (&page.mu) std::mutex();  // held by the forking thread in the parent
   LiveHeader* header = page.header.load(std::memory_order_relaxed);
-  if (!header || !page.file_backed) return;  // private memory: fork copied it
+  if (!header) return;
+  if (!page.file_backed) {  // private memory: fork copied it
+    RebuildAfterFork(page);
+    return;
+  }
   page.set_aside = false;
   // A file of our own with the parent's bytes, mapped where the parent's
   // was, so every slot pointer stays valid.
@@ -301,13 +344,15 @@ void ChildAfterFork() {
     }
     if (!ok) ::unlink(temp.c_str());
   }
-  if (ok) return;
-  // No file: private memory, so at least the parent's counts stay its own.
-  ReplaceWithPrivateCopy(header, kLiveHeaderBytes);
-  for (uint32_t i = 0; i < page.chunk_count; ++i)
-    ReplaceWithPrivateCopy(page.chunks[i], kLiveChunkBytes);
-  header->pid = static_cast<int32_t>(::getpid());
-  page.file_backed = false;
+  if (!ok) {
+    // No file: private memory, so at least the parent's counts stay its own.
+    ReplaceWithPrivateCopy(header, kLiveHeaderBytes);
+    for (uint32_t i = 0; i < page.chunk_count; ++i)
+      ReplaceWithPrivateCopy(page.chunks[i], kLiveChunkBytes);
+    header->pid = static_cast<int32_t>(::getpid());
+    page.file_backed = false;
+  }
+  RebuildAfterFork(page);
 }
 
 }  // namespace
@@ -331,7 +376,7 @@ LiveHeader* LiveStatsHeader() {
   Page& page = ThePage();
   if (LiveHeader* h = page.header.load(std::memory_order_acquire)) [[likely]] return h;
   static std::once_flag fork_hook;
-  std::call_once(fork_hook, [] { pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork); });
+  std::call_once(fork_hook, [] { pthread_atfork(nullptr, nullptr, ChildAfterFork); });
   std::lock_guard<std::mutex> lock(page.mu);
   if (!page.header.load(std::memory_order_relaxed)) MakePage(page);
   return page.header.load(std::memory_order_relaxed);

@@ -36,13 +36,8 @@ void VirtualSocket::NoteShutdown(int how) {
   uint32_t flags = 0;
   if (how == SHUT_RD || how == SHUT_RDWR) flags |= kLiveShutRead;
   if (how == SHUT_WR || how == SHUT_RDWR) flags |= kLiveShutWrite;
-  std::lock_guard<std::mutex> lock(mutex_);
+  // live_slot_ was set before the transport was published (SetTransport).
   LiveSlotAddFlags(live_slot_, flags);
-}
-
-void VirtualSocket::NoteUserFd(int fd) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  LiveSlotSetFd(live_slot_, fd);
 }
 
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {

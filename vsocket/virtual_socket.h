@@ -81,10 +81,8 @@ class VirtualSocket {
   void set_accepted(bool accepted) { accepted_ = accepted; }
   void set_rule_line(uint32_t line) { rule_line_ = line; }
   uint32_t rule_line() const { return rule_line_; }
-  // shutdown() succeeded with `how`; the application's number for the
-  // connection is now `fd` (dup2 onto another number).
+  // shutdown() succeeded with `how`.  REQUIRES: connected.
   void NoteShutdown(int how);
-  void NoteUserFd(int fd);
 
   // For fork(): tells the transport one more process holds it.
   void BeforeFork();
