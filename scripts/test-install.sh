@@ -14,7 +14,9 @@
 #      -c).  Only when CI is set, or VSOCKET_THROWAWAY_ROOT=1 (what
 #      scripts/test-in-fresh-root.sh sets), and as root, it is also
 #      installed with dpkg, a real program runs under /usr/bin/vsocket-run,
-#      and `dpkg --purge vsocket` removes it again.  Otherwise nothing outside
+#      redis-server and a preloaded redis-benchmark run there while
+#      /usr/bin/vsocket-stat shows both on shm (scripts/install-deps.sh
+#      --apps installs redis), and `dpkg --purge vsocket` removes it again.  Otherwise nothing outside
 #      the temporary directory is touched.
 #
 #   scripts/test-install.sh BUILD_DIR      e.g. build-release
@@ -271,9 +273,9 @@ redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0
   --save '' --appendonly no >"$work/redis.out" 2>"$work/redis.err" &
 redis_pid=$!
 pids+=("$redis_pid")
-hex_port=$(printf ':%04X ' "$redis_port")
+hex_port=$(printf ':%04X$' "$redis_port")
 for ((i = 0; i < 100; i++)); do  # listening (state 0A) in /proc/net/tcp
-  awk -v p="$hex_port" '$2 ~ p && $4 == "0A" { found = 1 } END { exit !found }' \
+  awk -v p="$hex_port" '$2 ~ p && $4 == "0A" { found = 1; exit } END { exit !found }' \
     /proc/net/tcp && break
   kill -0 "$redis_pid" 2>/dev/null || break
   sleep 0.1

@@ -192,7 +192,9 @@ bool ReadPage(const std::string& path, Process* out, std::string* why, bool* sta
       (size - vsocket::kLiveHeaderBytes) / vsocket::kLiveChunkBytes);
   chunks = std::min(chunks, vsocket::kLiveMaxChunks);
   const auto* base = static_cast<const uint8_t*>(map) + vsocket::kLiveHeaderBytes;
-  for (uint32_t i = 0; i < chunks * vsocket::kLiveSlotsPerChunk; ++i) {
+  uint32_t slots = std::min(h->slots_used.load(std::memory_order_acquire),
+                            chunks * vsocket::kLiveSlotsPerChunk);
+  for (uint32_t i = 0; i < slots; ++i) {
     const auto& slot = *reinterpret_cast<const LiveSlot*>(base + i * vsocket::kLiveSlotBytes);
     Identity id;
     if (!CopyIdentity(slot, &id) || id.state != vsocket::kLiveSlotOpen) continue;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +37,9 @@ struct Page {
   uint32_t chunk_count = 0;
   bool file_backed = false;
   bool set_aside = false;           // renamed to ".exec" before an exec
-  std::vector<LiveSlot*> free_slots;  // LIFO
+  // Free slots below the high-water mark (header->slots_used), LIFO; past
+  // it every slot of the mapped chunks is free.
+  std::vector<LiveSlot*> free_slots;
 };
 
 // Never destroyed: the at-exit printer and late threads may still use it.
@@ -134,8 +137,8 @@ off_t ChunkOffset(uint32_t i) {
   return static_cast<off_t>(kLiveHeaderBytes + static_cast<size_t>(i) * kLiveChunkBytes);
 }
 
-void AddChunkToFreeList(Page& page, LiveSlot* chunk) {
-  for (int i = kLiveSlotsPerChunk - 1; i >= 0; --i) page.free_slots.push_back(&chunk[i]);
+LiveSlot* SlotAt(const Page& page, uint32_t index) {
+  return &page.chunks[index / kLiveSlotsPerChunk][index % kLiveSlotsPerChunk];
 }
 
 void UnlinkAtExit() {
@@ -220,7 +223,6 @@ void MakePage(Page& page) {
   if (chunk) {
     page.chunks[0] = chunk;
     page.chunk_count = 1;
-    AddChunkToFreeList(page, chunk);
   }
   page.header.store(header, std::memory_order_release);
 }
@@ -245,7 +247,6 @@ bool Grow(Page& page) {
   }
   page.chunks[i] = chunk;
   page.chunk_count = i + 1;
-  AddChunkToFreeList(page, chunk);
   page.header.load(std::memory_order_relaxed)->chunks.store(i + 1, std::memory_order_release);
   return true;
 }
@@ -289,13 +290,15 @@ void RebuildAfterFork(Page& page) {
   new (&page.mu) std::mutex();
   // The old vector may have been in the middle of a reallocation: leaked.
   new (&page.free_slots) std::vector<LiveSlot*>();
-  for (uint32_t c = page.chunk_count; c-- > 0;) {
-    for (int s = kLiveSlotsPerChunk - 1; s >= 0; --s) {
-      LiveSlot* slot = &page.chunks[c][s];
-      uint32_t seq = slot->seq.load(std::memory_order_relaxed);
-      if (seq & 1u) slot->seq.store(seq + 1, std::memory_order_relaxed);  // cut off mid-write
-      if (slot->state == kLiveSlotFree) page.free_slots.push_back(slot);
-    }
+  LiveHeader* header = page.header.load(std::memory_order_relaxed);
+  uint32_t used = std::min(header->slots_used.load(std::memory_order_relaxed),
+                           page.chunk_count * kLiveSlotsPerChunk);
+  header->slots_used.store(used, std::memory_order_relaxed);
+  for (uint32_t i = used; i-- > 0;) {
+    LiveSlot* slot = SlotAt(page, i);
+    uint32_t seq = slot->seq.load(std::memory_order_relaxed);
+    if (seq & 1u) slot->seq.store(seq + 1, std::memory_order_relaxed);  // cut off mid-write
+    if (slot->state == kLiveSlotFree) page.free_slots.push_back(slot);
   }
 }
 
@@ -399,12 +402,21 @@ LiveSlot* LiveSlotOpen(const LiveSlotIdentity& id) {
   }
   Page& page = ThePage();
   std::lock_guard<std::mutex> lock(page.mu);
-  if (page.free_slots.empty() && !Grow(page)) {
-    header->unlisted.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
+  LiveSlot* slot = nullptr;
+  if (!page.free_slots.empty()) {
+    slot = page.free_slots.back();
+    page.free_slots.pop_back();
+  } else {
+    uint32_t used = header->slots_used.load(std::memory_order_relaxed);
+    if (used >= page.chunk_count * kLiveSlotsPerChunk && !Grow(page)) {
+      header->unlisted.fetch_add(1, std::memory_order_relaxed);
+      return nullptr;
+    }
+    slot = SlotAt(page, used);
+    // Published before the slot is written: a reader sees it free (state
+    // 0, or its seqlock odd) until EndWrite.
+    header->slots_used.store(used + 1, std::memory_order_release);
   }
-  LiveSlot* slot = page.free_slots.back();
-  page.free_slots.pop_back();
   BeginWrite(slot);
   slot->state = draft.state;
   slot->fd = draft.fd;
@@ -452,14 +464,6 @@ void LiveSlotSetFd(LiveSlot* slot, int fd) {
   EndWrite(slot);
 }
 
-void LiveSlotSetRing(LiveSlot* slot, uint32_t ring_bytes) {
-  if (!slot) return;
-  std::lock_guard<std::mutex> lock(ThePage().mu);
-  BeginWrite(slot);
-  slot->ring_bytes = ring_bytes;
-  EndWrite(slot);
-}
-
 void LiveSlotClose(LiveSlot* slot) {
   if (!slot) return;
   LiveHeader* header = LiveStatsHeader();
@@ -484,14 +488,15 @@ void LiveStatsSumOpen(uint64_t* sent, uint64_t* received) {
   // close): then the sum is read without it, possibly a close off.
   bool locked = false;
   for (int i = 0; i < 1000 && !(locked = page.mu.try_lock()); ++i) ::usleep(100);
-  for (uint32_t c = 0; c < page.chunk_count; ++c) {
-    for (uint32_t s = 0; s < kLiveSlotsPerChunk; ++s) {
-      const LiveSlot& slot = page.chunks[c][s];
-      if (slot.state != kLiveSlotOpen) continue;
-      for (int k = 0; k < kLiveKinds; ++k) {
-        sent[k] += slot.bytes_sent[k].load(std::memory_order_relaxed);
-        received[k] += slot.bytes_received[k].load(std::memory_order_relaxed);
-      }
+  const LiveHeader* header = page.header.load(std::memory_order_acquire);
+  uint32_t used = std::min(header->slots_used.load(std::memory_order_acquire),
+                           page.chunk_count * kLiveSlotsPerChunk);
+  for (uint32_t i = 0; i < used; ++i) {
+    const LiveSlot& slot = *SlotAt(page, i);
+    if (slot.state != kLiveSlotOpen) continue;
+    for (int k = 0; k < kLiveKinds; ++k) {
+      sent[k] += slot.bytes_sent[k].load(std::memory_order_relaxed);
+      received[k] += slot.bytes_received[k].load(std::memory_order_relaxed);
     }
   }
   if (locked) page.mu.unlock();

@@ -50,7 +50,6 @@ LiveSlot* LiveSlotOpen(const LiveSlotIdentity& identity);
 void LiveSlotSetTransport(LiveSlot* slot, TransportKind kind, FallbackReason reason);
 void LiveSlotAddFlags(LiveSlot* slot, uint32_t flags);
 void LiveSlotSetFd(LiveSlot* slot, int fd);
-void LiveSlotSetRing(LiveSlot* slot, uint32_t ring_bytes);
 // The connection is gone: its bytes move into the totals, the slot is
 // free.  Null is ignored.
 void LiveSlotClose(LiveSlot* slot);

@@ -70,9 +70,14 @@ struct LiveHeader {
   } kinds[kLiveKinds];
   std::atomic<uint64_t> reasons[kLiveReasons];  // connections per reason
   std::atomic<uint64_t> unlisted;  // connections that found no free slot
+  // Slots ever handed out, counted from the first slot of chunk 0 (slots
+  // are given lowest first): a reader need not look past it, so the pages
+  // of a file's unused slots are never touched (tmpfs would allocate them).
+  std::atomic<uint32_t> slots_used;
 };
 static_assert(sizeof(LiveHeader) <= kLiveHeaderBytes, "header too big");
-static_assert(offsetof(LiveHeader, kinds) == 2480 && offsetof(LiveHeader, unlisted) == 3184,
+static_assert(offsetof(LiveHeader, kinds) == 2480 && offsetof(LiveHeader, unlisted) == 3184 &&
+                  offsetof(LiveHeader, slots_used) == 3192,
               "header layout changed: docs/PROTOCOL.md section 7");
 
 enum LiveSlotState : uint32_t {

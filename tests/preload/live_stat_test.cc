@@ -5,7 +5,8 @@
 // disabled_by_rule and its rule while another port takes shared memory; a
 // rule matches on the program's name; a malformed file is one error line
 // and the defaults.
-#include <libgen.h>
+#include <algorithm>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -54,27 +55,63 @@ double Num(const JsonValue& v, const char* key) {
   return f ? f->number : -1;
 }
 
-// A server on `ports` and a client that keeps them busy for `seconds`.
+// vsocket-stat --json once every process of `pids` shows an open
+// connection (at most 10 s).
+JsonValue WaitUntilListed(const std::vector<pid_t>& pids, size_t connections = 1) {
+  JsonValue all;
+  for (int i = 0; i < 100; ++i) {
+    all = StatJson();
+    bool every = true;
+    for (pid_t pid : pids) {
+      const JsonValue* p = ProcessOf(all, pid);
+      const JsonValue* conns = p ? p->Find({"connections"}) : nullptr;
+      every = every && conns && conns->array.size() >= connections;
+    }
+    if (every) break;
+    usleep(100 * 1000);
+  }
+  return all;
+}
+
+// A server on `count` ports and a client that keeps them busy for
+// `seconds`.  `configure` (may be empty) gets the ports before either
+// starts, e.g. to write a rules file naming them.  A port PickFreePort gave
+// may be taken by another program before the server binds it: then the
+// whole start is tried again with new ports.
 struct Pair {
   std::unique_ptr<Process> server, client;
+  std::vector<int> ports;
 };
 
-Pair StartPair(const std::vector<int>& ports, double seconds, const Options& options) {
+Pair StartPair(int count, double seconds, const Options& options,
+               const std::function<void(const std::vector<int>&)>& configure = {}) {
   Pair p;
-  std::vector<std::string> sargv = {ProgramPath("live_pair"), "server"};
-  std::vector<std::string> cargv = {ProgramPath("live_pair"), "client", std::to_string(seconds)};
-  for (int port : ports) {
-    sargv.push_back(std::to_string(port));
-    cargv.push_back(std::to_string(port));
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    p.ports.clear();
+    while (static_cast<int>(p.ports.size()) < count) {
+      int port = PickFreePort();
+      if (std::find(p.ports.begin(), p.ports.end(), port) == p.ports.end())
+        p.ports.push_back(port);
+    }
+    if (configure) configure(p.ports);
+    std::vector<std::string> sargv = {ProgramPath("live_pair"), "server"};
+    for (int port : p.ports) sargv.push_back(std::to_string(port));
+    p.server = Process::Start(sargv, options);
+    if (p.server->WaitForLine(Ms(20000)) == "READY") break;
+    p.server->Wait(Ms(5000));
+    p.server.reset();
   }
-  p.server = Process::Start(sargv, options);
-  EXPECT_EQ(p.server->WaitForLine(Ms(20000)), "READY") << p.server->Stderr();
+  EXPECT_TRUE(p.server) << "the server never listened";
+  if (!p.server) return p;
+  std::vector<std::string> cargv = {ProgramPath("live_pair"), "client", std::to_string(seconds)};
+  for (int port : p.ports) cargv.push_back(std::to_string(port));
   p.client = Process::Start(cargv, options);
   EXPECT_EQ(p.client->WaitForLine(Ms(20000)), "CONNECTED") << p.client->Stderr();
   return p;
 }
 
 void Finish(Pair& p) {
+  if (!p.server || !p.client) return;
   Exit c = p.client->Wait(Ms(30000));
   Exit s = p.server->Wait(Ms(10000));
   EXPECT_TRUE(c.Ok()) << c.ToString() << p.client->Stderr();
@@ -82,9 +119,12 @@ void Finish(Pair& p) {
 }
 
 TEST(LiveStat, ShowsBothProcessesOnSharedMemoryWithGrowingBytes) {
-  int port = PickFreePort();
-  Pair p = StartPair({port}, 3.0, Options{});
-  JsonValue first = StatJson();
+  Pair p = StartPair(1, 3.0, Options{});
+  ASSERT_TRUE(p.server && p.client);
+  int port = p.ports[0];
+  // The client printed CONNECTED after its connect; the server may not
+  // have accepted yet (its page is made then).
+  JsonValue first = WaitUntilListed({p.server->pid(), p.client->pid()});
   usleep(500 * 1000);
   JsonValue second = StatJson();
   for (pid_t pid : {p.server->pid(), p.client->pid()}) {
@@ -141,18 +181,20 @@ TEST(LiveStat, WatchStopsOnSigint) {
 }
 
 TEST(LiveStat, RuleForcesTcpOnOnePortAndShmOnAnother) {
-  int tcp_port = PickFreePort();
-  int shm_port = PickFreePort();
-  while (shm_port == tcp_port) shm_port = PickFreePort();
   std::string conf = TempDir() + "/vsocket.conf";
-  WriteFile(conf, "# kernel TCP for one port\n"
-                  "tcp * * * *:" + std::to_string(tcp_port) + "\n"
-                  "tcp * * *:" + std::to_string(tcp_port) + " *\n"
-                  "auto * * * *\n");
   Options options;
   options.env["VSOCKET_CONFIG"] = conf;
-  Pair p = StartPair({tcp_port, shm_port}, 1.0, options);
-  JsonValue all = StatJson();
+  // The first port: kernel TCP by rule (line 2 for the client, 3 for the
+  // listener); the second: line 4, auto, so shared memory.
+  Pair p = StartPair(2, 1.0, options, [&](const std::vector<int>& ports) {
+    WriteFile(conf, "# kernel TCP for one port\n"
+                    "tcp * * * *:" + std::to_string(ports[0]) + "\n"
+                    "tcp * * *:" + std::to_string(ports[0]) + " *\n"
+                    "auto * * * *\n");
+  });
+  ASSERT_TRUE(p.server && p.client);
+  int tcp_port = p.ports[0];
+  JsonValue all = WaitUntilListed({p.server->pid(), p.client->pid()}, 2);
   const JsonValue* client = ProcessOf(all, p.client->pid());
   const JsonValue* server = ProcessOf(all, p.server->pid());
   ASSERT_TRUE(client && server);
@@ -182,14 +224,14 @@ TEST(LiveStat, RuleForcesTcpOnOnePortAndShmOnAnother) {
 }
 
 TEST(LiveStat, RuleMatchesProgramName) {
-  int port = PickFreePort();
   std::string conf = TempDir() + "/vsocket.conf";
   // The client program alone is told tcp; the server stays as it is.
   WriteFile(conf, "tcp client live_p?ir * *\n"
                   "tcp * some-other-program * *\n");
   Options options;
   options.env["VSOCKET_CONFIG"] = conf;
-  Pair p = StartPair({port}, 0.3, options);
+  Pair p = StartPair(1, 0.3, options);
+  ASSERT_TRUE(p.server && p.client);
   Finish(p);
   Stats cs = ParseStats(p.client->Stderr());
   Stats ss = ParseStats(p.server->Stderr());
@@ -200,12 +242,12 @@ TEST(LiveStat, RuleMatchesProgramName) {
 }
 
 TEST(LiveStat, MalformedRulesFileIsOneLineAndTheDefaults) {
-  int port = PickFreePort();
   std::string conf = TempDir() + "/vsocket.conf";
   WriteFile(conf, "tcp * * * *\nshm sideways * * *\n");
   Options options;
   options.env["VSOCKET_CONFIG"] = conf;
-  Pair p = StartPair({port}, 0.3, options);
+  Pair p = StartPair(1, 0.3, options);
+  ASSERT_TRUE(p.server && p.client);
   Finish(p);
   for (Process* proc : {p.server.get(), p.client.get()}) {
     std::string err = proc->Stderr();
