@@ -40,7 +40,7 @@ struct Process {
   int pid = 0;
   std::string program;
   std::string rules_file;
-  double age_s = 0;       // since its first connection
+  double age_s = 0;       // since its page was made (first connect/listen)
   std::map<std::string, Traffic> transports;  // closed and open connections
   std::map<std::string, uint64_t> fallback_reasons;
   uint64_t unlisted = 0;  // connections that found no slot

@@ -181,7 +181,7 @@ std::string Text(const std::vector<Process>& all) {
   char buf[512];
   if (all.empty()) return "no vsocket process of this user\n";
   for (const Process& p : all) {
-    std::snprintf(buf, sizeof(buf), "PID %d %s  (first connection %.1fs ago)%s%s\n", p.pid,
+    std::snprintf(buf, sizeof(buf), "PID %d %s  (up %.1fs)%s%s\n", p.pid,
                   p.program.c_str(), p.age_s, p.rules_file.empty() ? "" : "  rules ",
                   p.rules_file.c_str());
     out += buf;

@@ -20,6 +20,7 @@
 
 #include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
+#include "vsocket/live_stats.h"
 #include "vsocket/path_selection.h"
 #include "vsocket/poll_user_space.h"
 #include "vsocket/provider_registry.h"
@@ -139,6 +140,10 @@ int vsocket_listen(int fd, int backlog) {
   // A provider may listen before the kernel does (RDMA: a client that finds
   // the TCP port open must also find the RDMA one, or it settles for TCP);
   // the others, and those that need the port listen() assigns, after it.
+  // The live page is made now, not in the middle of an accepted
+  // connection's setup, where its file and directory work would widen the
+  // window in which the peer may already move the connection.
+  if (first) vsocket::LiveStatsHeader();
   vsocket::ListenerAttachments attachments;
   uint32_t rule_line = 0;
   if (first)
@@ -213,6 +218,7 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
   }
   std::unique_ptr<vsocket::PendingConnection> pending;
   FallbackReason reason = FallbackReason::kPeerNotVsocket;
+  vsocket::LiveStatsHeader();  // before the connection's setup: see listen
   if (addr && len >= sizeof(sa_family_t) &&
       (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
     uint32_t rule_line = 0;

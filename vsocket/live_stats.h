@@ -2,7 +2,8 @@
 // which `vsocket-stat` reads: the process totals behind VSOCKET_STATS and
 // one slot per open connection.
 //
-// The page is made at the first call that needs it (the first connection):
+// The page is made at the first connect() or listen() (api.cc), or at the
+// first call that needs it:
 // the file /dev/shm/vsocket-<uid>/stat-<pid>, mode 0600, unlinked at exit;
 // with VSOCKET_LIVE_STATS=0, or when the file cannot be made, the same
 // layout in private anonymous memory, so counting works the same and only

@@ -43,7 +43,11 @@ void VirtualSocket::NoteShutdown(int how) {
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
   std::lock_guard<std::mutex> lock(mutex_);
   StatsConnectionOpened(transport->kind());
-  if (transport->fallback_reason() != FallbackReason::kNone)
+  // Kernel TCP from the start: its reason is counted here.  A fast-path
+  // transport that already moved to TCP (its peer moved it before this
+  // call) has a reason too, but counted it with the move (CountMove).
+  if ((transport->capabilities() & kCapKernelStream) &&
+      transport->fallback_reason() != FallbackReason::kNone)
     StatsFallback(transport->fallback_reason(), nullptr);
   if (uint32_t which = buffer_sizes_set_.load()) transport->BufferSizesChanged(which);
   if (!live_slot_) {
