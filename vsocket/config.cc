@@ -39,6 +39,10 @@ namespace {
 
 const char* FromEnvironment(const char* name, void*) { return std::getenv(name); }
 
+// Copied by the library's static initialisation, before main().
+const std::string g_program_name =
+    program_invocation_short_name ? program_invocation_short_name : "";
+
 }  // namespace
 
 Config ParseConfig(ConfigLookup lookup, void* context) {
@@ -120,6 +124,8 @@ Config ParseConfig(ConfigLookup lookup, void* context) {
   }
   return config;
 }
+
+const char* ProgramName() { return g_program_name.c_str(); }
 
 const Config& GetConfig() {
   static const Config config = ParseConfig(FromEnvironment, nullptr);

@@ -60,6 +60,12 @@ struct Config {
 // The configuration of this process.
 const Config& GetConfig();
 
+// The program's short name (program_invocation_short_name) as it was when
+// the library was loaded, before main(): programs that rewrite their argv
+// for ps (redis-server, nginx) change it later.  What rules match and what
+// vsocket-stat shows.
+const char* ProgramName();
+
 // Where ParseConfig reads a variable: its value, or nullptr when unset.
 using ConfigLookup = const char* (*)(const char* name, void* context);
 // The configuration the VSOCKET_* values `lookup` gives would make (what

@@ -93,7 +93,7 @@ void FillHeader(LiveHeader* h) {
   h->pid = static_cast<int32_t>(::getpid());
   h->start_ticks = SelfStartTicks();
   h->created_ns = MonotonicNs();
-  CopyName(h->program, sizeof(h->program), program_invocation_short_name);
+  CopyName(h->program, sizeof(h->program), ProgramName());
   CopyName(h->rules_file, sizeof(h->rules_file), GetRules().file.c_str());
   for (int k = 0; k < kLiveKinds; ++k) {
     const char* name = TransportKindName(static_cast<TransportKind>(k));

@@ -76,7 +76,7 @@ Allowed Decide(RuleRole role, int fd, const struct sockaddr* remote) {
   socklen_t local_len = sizeof(local);
   auto* local_sa = reinterpret_cast<struct sockaddr*>(&local);
   if (sys::getsockname(fd, local_sa, &local_len) != 0) local_sa = nullptr;
-  const Rule* rule = MatchRule(rules, role, program_invocation_short_name, local_sa, remote);
+  const Rule* rule = MatchRule(rules, role, ProgramName(), local_sa, remote);
   if (!rule) return EnvironmentAllowed();
   Allowed a;
   a.rule_line = rule->line;
