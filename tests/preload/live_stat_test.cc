@@ -1,6 +1,7 @@
 // vsocket-stat against real preloaded processes (progs/live_pair.c): two
 // processes holding busy connections show up with their connections, on
-// shared memory, with bytes that grow; -p keeps one process; a connection
+// shared memory, with bytes that grow; -p keeps one process; a client of a
+// plain server shows kernel TCP and peer_not_vsocket; a connection
 // a rule of the rules file (VSOCKET_CONFIG) puts on kernel TCP shows
 // disabled_by_rule and its rule while another port takes shared memory; a
 // rule matches on the program's name; a malformed file is one error line
@@ -168,6 +169,35 @@ TEST(LiveStat, ShowsBothProcessesOnSharedMemoryWithGrowingBytes) {
   JsonValue after = StatJson();
   EXPECT_FALSE(ProcessOf(after, p.server->pid()));
   EXPECT_FALSE(ProcessOf(after, p.client->pid()));
+}
+
+TEST(LiveStat, FallbackConnectionShowsItsReason) {
+  // The server is a plain program: the preloaded client's connection is
+  // kernel TCP, peer_not_vsocket; the server has no page at all.
+  Options plain;
+  plain.preload = false;
+  Pair p;
+  for (int attempt = 0; attempt < 5 && !p.server; ++attempt) {
+    p.ports = {PickFreePort()};
+    p.server = Process::Start({ProgramPath("live_pair"), "server", std::to_string(p.ports[0])},
+                              plain);
+    if (p.server->WaitForLine(Ms(20000)) != "READY") p.server.reset();
+  }
+  ASSERT_TRUE(p.server);
+  p.client = Process::Start(
+      {ProgramPath("live_pair"), "client", "1.0", std::to_string(p.ports[0])}, Options{});
+  ASSERT_EQ(p.client->WaitForLine(Ms(20000)), "CONNECTED") << p.client->Stderr();
+  JsonValue all = WaitUntilListed({p.client->pid()});
+  EXPECT_FALSE(ProcessOf(all, p.server->pid()));
+  const JsonValue* client = ProcessOf(all, p.client->pid());
+  ASSERT_TRUE(client);
+  const JsonValue* conns = client->Find({"connections"});
+  ASSERT_TRUE(conns && conns->array.size() == 1u);
+  EXPECT_EQ(Str(conns->array[0], "transport"), "tcp");
+  EXPECT_EQ(Str(conns->array[0], "fallback_reason"), "peer_not_vsocket");
+  EXPECT_EQ(Str(conns->array[0], "rule"), "");
+  EXPECT_EQ(vsocket_test::StatsNumber(*client, {"fallback_reasons", "peer_not_vsocket"}), 1);
+  Finish(p);
 }
 
 TEST(LiveStat, WatchStopsOnSigint) {
