@@ -11,10 +11,10 @@ namespace {
 
 // ---- Geometry ----
 
-constexpr double kWidth = 1060, kHeight = 480;
-constexpr double kPanelWidth = 410, kPanelHeight = 320;
+constexpr double kWidth = 1240, kHeight = 500;
+constexpr double kPanelWidth = 310, kPanelHeight = 320;
 constexpr double kPanelTop = 95;
-constexpr double kPanelLefts[2] = {90, 600};
+constexpr double kPanelLefts[3] = {85, 495, 905};
 
 struct Point {
   double x, y;
@@ -24,6 +24,7 @@ struct Series {
   std::string name;
   std::string color;
   std::vector<Point> points;  // x ascending
+  bool dashed = false;
 };
 
 const char* color_for(const std::string& transport, size_t index) {
@@ -87,13 +88,6 @@ std::vector<Tick> log_ticks(double lo, double hi) {
   return ticks;
 }
 
-// A 1/2/5 x 10^k step giving about five intervals up to max_value.
-double nice_step(double max_value) {
-  double raw = max_value / 5, magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  double norm = raw / magnitude;
-  return (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * magnitude;
-}
-
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -152,8 +146,8 @@ void draw_panel(std::string& svg, const PanelSpec& p, const std::vector<Series>&
     std::string path;
     for (const Point& pt : s.points)
       emit(path, "%.1f,%.1f ", p.x.to_pixel(pt.x), p.y.to_pixel(pt.y));
-    emit(svg, "<polyline fill='none' stroke='%s' stroke-width='2' points='%s'/>\n",
-         s.color.c_str(), path.c_str());
+    emit(svg, "<polyline fill='none' stroke='%s' stroke-width='2'%s points='%s'/>\n",
+         s.color.c_str(), s.dashed ? " stroke-dasharray='6,4'" : "", path.c_str());
     for (const Point& pt : s.points)
       emit(svg, "<circle cx='%.1f' cy='%.1f' r='3.5' fill='%s'><title>%s %g B: %.4g %s</title></circle>\n",
            p.x.to_pixel(pt.x), p.y.to_pixel(pt.y), s.color.c_str(), xml_escape(s.name).c_str(),
@@ -173,12 +167,17 @@ std::vector<Series> collect(const std::vector<std::string>& transports,
         s.points.push_back({double(r.msg_size), value(r)});
     std::sort(s.points.begin(), s.points.end(),
               [](const Point& a, const Point& b) { return a.x < b.x; });
+    // A log axis cannot show zero: such a point is left out.
+    s.points.erase(std::remove_if(s.points.begin(), s.points.end(),
+                                  [](const Point& pt) { return !(pt.y > 0); }),
+                   s.points.end());
     if (!s.points.empty()) out.push_back(s);
   }
   return out;
 }
 
 // [min, max] of the coordinate chosen by pick over all points; {1, 1} if none.
+// Only positive values (every axis but x is a log one).
 template <typename Pick>
 std::pair<double, double> extent(const std::vector<Series>& a, const std::vector<Series>& b,
                                  Pick pick) {
@@ -186,6 +185,7 @@ std::pair<double, double> extent(const std::vector<Series>& a, const std::vector
   for (const auto* group : {&a, &b})
     for (const Series& s : *group)
       for (const Point& pt : s.points) {
+        if (!(pick(pt) > 0)) continue;
         lo = std::min(lo, pick(pt));
         hi = std::max(hi, pick(pt));
       }
@@ -202,29 +202,45 @@ bool write_svg(const std::string& path, const std::string& title,
                                         [](const PointResult& r) { return r.latency.p50_us; });
   std::vector<Series> throughput = collect(transports, results, Mode::kStream,
                                            [](const PointResult& r) { return derive_metrics(r).gb_per_s; });
+  // CPU per message, both ends: streamed messages solid, ping-pong round
+  // trips dashed (busy-polling shows there).
+  std::vector<Series> cpu = collect(transports, results, Mode::kStream, [](const PointResult& r) {
+    return derive_metrics(r).cpu_us_per_msg;
+  });
+  for (Series& s : collect(transports, results, Mode::kPingPong, [](const PointResult& r) {
+         return derive_metrics(r).cpu_us_per_msg;
+       })) {
+    s.dashed = true;
+    cpu.push_back(s);
+  }
 
-  // Both panels share the x range; a quarter octave of margin each side.
+  // The panels share the x range; a quarter octave of margin each side.
   auto [x_lo, x_hi] = extent(latency, throughput, [](const Point& p) { return p.x; });
   x_lo /= std::pow(2.0, 0.25);
   x_hi *= std::pow(2.0, 0.25);
-  auto [lat_lo, lat_hi] = extent(latency, {}, [](const Point& p) { return p.y; });
-  lat_lo = std::max(lat_lo, 1e-3) / 1.5;
-  lat_hi = std::max(lat_hi, 1e-3) * 1.5;
-  double gbps_max = extent(throughput, {}, [](const Point& p) { return p.y; }).second;
-  if (throughput.empty() || gbps_max <= 0) gbps_max = 1;
-  const double step = nice_step(gbps_max * 1.05);
-  const double gbps_hi = std::ceil(gbps_max * 1.05 / step) * step;
+  // Log y axes with half a step of margin: kernel TCP's small-message
+  // throughput, a thousandth of shm's, stays readable.
+  auto log_range = [](const std::vector<Series>& group) {
+    auto [lo, hi] = extent(group, {}, [](const Point& p) { return p.y; });
+    return std::pair<double, double>{std::max(lo, 1e-6) / 1.5, std::max(hi, 1e-6) * 1.5};
+  };
+  auto [lat_lo, lat_hi] = log_range(latency);
+  auto [gbps_lo, gbps_hi] = log_range(throughput);
+  auto [cpu_lo, cpu_hi] = log_range(cpu);
 
   const double bottom = kPanelTop + kPanelHeight;
+  auto x_axis = [&](int panel) {
+    return Axis{x_lo, x_hi, true, kPanelLefts[panel], kPanelLefts[panel] + kPanelWidth};
+  };
   PanelSpec lat{"Ping-pong p50 round-trip latency", "p50 latency (µs, log scale)", "µs",
-                {x_lo, x_hi, true, kPanelLefts[0], kPanelLefts[0] + kPanelWidth},
-                {lat_lo, lat_hi, true, bottom, kPanelTop},
+                x_axis(0), {lat_lo, lat_hi, true, bottom, kPanelTop},
                 size_ticks(x_lo, x_hi), log_ticks(lat_lo, lat_hi)};
-  PanelSpec thr{"Streaming throughput", "throughput (GB/s, 1 GB = 1e9 B)", "GB/s",
-                {x_lo, x_hi, true, kPanelLefts[1], kPanelLefts[1] + kPanelWidth},
-                {0, gbps_hi, false, bottom, kPanelTop},
-                size_ticks(x_lo, x_hi), {}};
-  for (double v = 0; v <= gbps_hi + step / 2; v += step) thr.y_ticks.push_back({v, number_label(v)});
+  PanelSpec thr{"Streaming throughput", "GB/s (1 GB = 1e9 B, log scale)", "GB/s",
+                x_axis(1), {gbps_lo, gbps_hi, true, bottom, kPanelTop},
+                size_ticks(x_lo, x_hi), log_ticks(gbps_lo, gbps_hi)};
+  PanelSpec cpu_panel{"CPU per message (both ends)", "CPU µs per message (log scale)", "µs CPU",
+                      x_axis(2), {cpu_lo, cpu_hi, true, bottom, kPanelTop},
+                      size_ticks(x_lo, x_hi), log_ticks(cpu_lo, cpu_hi)};
 
   std::string svg;
   emit(svg, "<?xml version='1.0' encoding='UTF-8'?>\n"
@@ -241,15 +257,24 @@ bool write_svg(const std::string& path, const std::string& title,
       return std::any_of(group.begin(), group.end(),
                          [&](const Series& s) { return s.name == transports[i]; });
     };
-    if (!has(latency) && !has(throughput)) continue;
+    if (!has(latency) && !has(throughput) && !has(cpu)) continue;
     const char* color = color_for(transports[i], i);
     emit(svg, "<line x1='%.1f' y1='48' x2='%.1f' y2='48' stroke='%s' stroke-width='3'/>\n",
          legend_x, legend_x + 24, color);
     emit(svg, "<text x='%.1f' y='52'>%s</text>\n", legend_x + 30, xml_escape(transports[i]).c_str());
     legend_x += 40 + 8.0 * double(transports[i].size()) + 20;
   }
+  if (!cpu.empty()) {
+    emit(svg, "<line x1='%.1f' y1='48' x2='%.1f' y2='48' stroke='#000' stroke-width='2'/>\n",
+         kPanelLefts[2] + 40, kPanelLefts[2] + 64);
+    emit(svg, "<text x='%.1f' y='52'>stream</text>\n", kPanelLefts[2] + 70);
+    emit(svg, "<line x1='%.1f' y1='48' x2='%.1f' y2='48' stroke='#000' stroke-width='2' "
+              "stroke-dasharray='6,4'/>\n", kPanelLefts[2] + 130, kPanelLefts[2] + 154);
+    emit(svg, "<text x='%.1f' y='52'>ping-pong round trip</text>\n", kPanelLefts[2] + 160);
+  }
   draw_panel(svg, lat, latency);
   draw_panel(svg, thr, throughput);
+  draw_panel(svg, cpu_panel, cpu);
   svg += "</svg>\n";
 
   std::FILE* f = std::fopen(path.c_str(), "w");

@@ -9,9 +9,11 @@
 
 namespace vbench {
 
-// Two panels: p50 ping-pong latency vs message size (log-log) and stream
-// throughput vs message size (log x, linear y), one coloured line per
-// transport (in the order given), with a legend. Panels without data say so.
+// Three panels against message size, every axis a log one: p50 ping-pong
+// latency, stream throughput, and CPU per message of both ends (stream
+// solid, ping-pong round trip dashed); one colour per transport (in the
+// order given), with a legend.  Panels without data say so; points whose
+// value is not positive are left out.
 // Returns false with *error set if the file cannot be written.
 bool write_svg(const std::string& path, const std::string& title,
                const std::vector<std::string>& transports,

@@ -118,11 +118,13 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
   }
   if (n > 0) {
     NotifyReader();
-    StatsBytesSent(kShmKind, static_cast<uint64_t>(n));
+    StatsBytesSentSerialised(live_slot(), kShmKind, static_cast<uint64_t>(n));
     if (AfterRingWrite()) schedule_idle_look.Arm();
   }
+  int64_t free_space = producer_->FreeSpace();
+  StatsSendRingFill(live_slot(), producer_->capacity() - static_cast<uint64_t>(free_space));
   if (claimed_.load(std::memory_order_relaxed) &&
-      producer_->FreeSpace() < static_cast<int64_t>(BlockThreshold())) {
+      free_space < static_cast<int64_t>(BlockThreshold())) {
     BlockOurWrites();
   }
   return n > 0 ? n : -EAGAIN;
@@ -166,7 +168,7 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
     }
     if (n > 0) {
       if (!peek) {
-        StatsBytesReceived(kShmKind, static_cast<uint64_t>(n));
+        StatsBytesReceivedSerialised(live_slot(), kShmKind, static_cast<uint64_t>(n));
         LiftPeerWriterBlock();
         AfterConsume(false);
       }

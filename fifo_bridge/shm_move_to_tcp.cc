@@ -202,7 +202,7 @@ ssize_t ShmTransport::SendOnTcp(const struct iovec* iov, int iovcnt,
   if (msg.msg_iovlen == 0) return 0;
   ssize_t sent = sys::sendmsg(tcp_fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (sent < 0) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-  StatsBytesSent(TransportKind::kTcp, static_cast<uint64_t>(sent));
+  StatsBytesSent(live_slot(), TransportKind::kTcp, static_cast<uint64_t>(sent));
   return sent;
 }
 

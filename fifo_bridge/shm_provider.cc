@@ -229,7 +229,8 @@ class ShmTransportProvider final : public TransportProvider {
     return kCapInPlaceRecv | kCapUserSpaceReadiness | kCapExecHandover;
   }
 
-  Decline Offer(int fd, const struct sockaddr* addr, socklen_t len, bool,
+  Decline Offer(int fd, const struct sockaddr* addr, socklen_t len,
+                const OfferOptions& options,
                 std::unique_ptr<PendingConnection>* pending) override {
     Endpoint dst;
     if (!EndpointFromSockaddr(addr, len, &dst))
@@ -253,8 +254,8 @@ class ShmTransportProvider final : public TransportProvider {
     // workers are not the user that listened), so every offer is sealed
     // and handed over by descriptor.
     int err = sharing.enabled()
-                  ? ShmSegment::CreateSealedOffer(GetConfig().ring_bytes, &segment)
-                  : ShmSegment::CreateOffer(key, GetConfig().ring_bytes, &segment);
+                  ? ShmSegment::CreateSealedOffer(options.ring_bytes, &segment)
+                  : ShmSegment::CreateOffer(key, options.ring_bytes, &segment);
     if (err != 0) {
       VSOCKET_LOG(kDebug, "offer %s: segment: %s", key.c_str(), strerror(-err));
       return {ReasonForSetupError(err), true};

@@ -77,6 +77,7 @@ class ShmTransport final : public Transport,
   int TakeError() override;
   bool DropStaleWakeup() override;
   int tcp_fd() const override { return tcp_fd_; }
+  uint64_t send_ring_bytes() const override { return producer_->capacity(); }
   // SO_SNDBUF/SO_RCVBUF bound the bytes in flight (SendWindow).
   void BufferSizesChanged(uint32_t which) override;
   // In-place receive straight from the receive ring, which the peer wrote

@@ -84,7 +84,7 @@ int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
   if (n > 0) {
     SideLock side(&side_->recv_lock);
     consumer_->Discard(n);
-    StatsBytesReceived(kShmKind, n);
+    StatsBytesReceivedSerialised(live_slot(), kShmKind, n);
     LiftPeerWriterBlock();
     AfterConsume(false);
   }

@@ -18,6 +18,7 @@
 #include "preload/real_calls.h"
 #include "base/real_libc.h"
 #include "vsocket/config.h"
+#include "vsocket/live_stats.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
@@ -64,7 +65,10 @@ void BeforeNumberLost(int fd, VirtualSocket* vs) {
   }
   if (other < 0 || vs->state() != VirtualSocket::State::kConnected) return;
   Transport* t = vs->TransportFinishingConnect(fd);
-  if (t && t->user_fd() == fd) t->MoveUserFd(other);
+  if (t && t->user_fd() == fd) {
+    t->MoveUserFd(other);
+    vsocket::LiveSlotSetFd(t->live_slot(), other);  // what vsocket-stat shows
+  }
 }
 
 // REQUIRES: St().mutex held.

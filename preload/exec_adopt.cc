@@ -184,9 +184,11 @@ const char* AdoptListener(const InheritedEntry& entry,
     }
     if (marker >= 0) sys::close(marker);  // policy: no shared memory
   }
-  AttachListeners(fds.front(), /*kernel_listening=*/true, &attachments);
+  uint32_t rule_line = 0;
+  AttachListeners(fds.front(), /*kernel_listening=*/true, &attachments, &rule_line);
   auto vs = std::make_shared<VirtualSocket>(SocketOption(fds.front(), SO_DOMAIN),
                                             Nonblocking(fds.front()));
+  vs->set_rule_line(rule_line);
   vs->SetListening(std::move(attachments));
   NoteAdoptedSocket(vs, fds);
   return problem;

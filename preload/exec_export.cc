@@ -18,6 +18,7 @@
 #include "preload/preload_internal.h"
 #include "base/real_libc.h"
 #include "vsocket/config.h"
+#include "vsocket/live_stats.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/virtual_socket.h"
 
@@ -158,6 +159,7 @@ void ExecExport::Prepare(char* const* envp) {
   int highest = HighestVirtualFd();
   int saved = errno;
   bool shared_memory = SharesParentMemory();
+  if (!shared_memory) LiveStatsBeforeExec();
   if (shared_memory || !PreloadsVsocket(envp)) {
     // No allocation here: this may be a vfork child.
     for (int pass = shared_memory ? 1 : 0; pass < 2; ++pass) {
@@ -264,6 +266,7 @@ void ExecExport::ClearCloexec(int fd) {
 
 void ExecExport::Abort() {
   int saved = errno;
+  LiveStatsAfterFailedExec();
   for (Exported& e : exported_) {
     if (e.connection) e.connection->AfterFailedExec();
   }

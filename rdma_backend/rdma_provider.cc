@@ -104,8 +104,10 @@ class RdmaTransportProvider final : public TransportProvider {
     return kCapZeroCopySend | kCapInPlaceRecv | kCapUserSpaceReadiness;
   }
 
-  Decline Offer(int fd, const struct sockaddr* addr, socklen_t len, bool forced,
+  Decline Offer(int fd, const struct sockaddr* addr, socklen_t len,
+                const OfferOptions& options,
                 std::unique_ptr<PendingConnection>* pending) override {
+    const bool forced = options.forced;
     struct sockaddr_in dst;
     if (!Ipv4Destination(addr, len, &dst)) {
       // The negotiation is IPv4 only.

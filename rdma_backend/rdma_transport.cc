@@ -302,7 +302,7 @@ ssize_t RdmaTransport::TrySend(StreamCall& call, const struct iovec* iov,
     }
     c.AfterAttempt(n, err, call.nonblocking);
   }
-  if (n > 0) StatsBytesSent(kRdmaKind, static_cast<uint64_t>(n));
+  if (n > 0) StatsBytesSent(live_slot(), kRdmaKind, static_cast<uint64_t>(n));
   return n < 0 ? -err : n;
 }
 
@@ -327,7 +327,7 @@ ssize_t RdmaTransport::TryRecv(StreamCall& call, const struct iovec* iov,
     }
     c.AfterAttempt(n, err, call.nonblocking);
   }
-  if (n > 0 && !peek) StatsBytesReceived(kRdmaKind, static_cast<uint64_t>(n));
+  if (n > 0 && !peek) StatsBytesReceived(live_slot(), kRdmaKind, static_cast<uint64_t>(n));
   return n < 0 ? -err : n;
 }
 

@@ -137,7 +137,7 @@ ssize_t RdmaTransport::SendRegistered(ZeroCopyRegion& region, size_t offset,
       c.AfterAttempt(n, err, nonblocking);
     }
     if (n > 0) {
-      StatsBytesSent(kRdmaKind, static_cast<uint64_t>(n));
+      StatsBytesSent(live_slot(), kRdmaKind, static_cast<uint64_t>(n));
       done += static_cast<uint64_t>(n);
       if (done >= len) break;
       continue;
@@ -233,7 +233,7 @@ int RdmaTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
     c.inplace.End();
     c.UpdateReadiness();
   }
-  if (n > 0) StatsBytesReceived(kRdmaKind, n);
+  if (n > 0) StatsBytesReceived(live_slot(), kRdmaKind, n);
   return 0;
 }
 

@@ -14,7 +14,9 @@
 #      -c).  Only when CI is set, or VSOCKET_THROWAWAY_ROOT=1 (what
 #      scripts/test-in-fresh-root.sh sets), and as root, it is also
 #      installed with dpkg, a real program runs under /usr/bin/vsocket-run,
-#      and `dpkg --purge vsocket` removes it again.  Otherwise nothing outside
+#      redis-server and a preloaded redis-benchmark run there while
+#      /usr/bin/vsocket-stat shows both on shm (scripts/install-deps.sh
+#      --apps installs redis), and `dpkg --purge vsocket` removes it again.  Otherwise nothing outside
 #      the temporary directory is touched.
 #
 #   scripts/test-install.sh BUILD_DIR      e.g. build-release
@@ -51,7 +53,7 @@ prefix=$work/prefix
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" ||
   { cat "$work/install.log" >&2; fail "cmake --install"; }
-for f in bin/vsocket-run bin/vsocket-bench \
+for f in bin/vsocket-run bin/vsocket-stat bin/vsocket-bench \
          "$libdir/libvsocket.so.0" "$libdir/libvsocket.so" "$libdir/libvsocket.a" \
          "$libdir/libvsocket_preload.so" \
          include/vsocket/vsocket.h include/vsocket/vsocket.hpp \
@@ -60,7 +62,7 @@ for f in bin/vsocket-run bin/vsocket-bench \
          "$libdir/cmake/vsocket/vsocketTargets.cmake" \
          "$libdir/pkgconfig/vsocket.pc" \
          share/man/man1/vsocket-run.1.gz share/man/man1/vsocket-bench.1.gz \
-         share/man/man7/vsocket.7.gz; do
+         share/man/man1/vsocket-stat.1.gz share/man/man7/vsocket.7.gz; do
   [[ -e $prefix/$f ]] || fail "not installed: $f"
 done
 grep -qx "prefix=$prefix" "$prefix/$libdir/pkgconfig/vsocket.pc" ||
@@ -193,7 +195,7 @@ fi
 
 # ---- 3. man pages ----
 step "man renders each page (MANPATH=$prefix/share/man)"
-for page in 1:vsocket-run 1:vsocket-bench 7:vsocket; do
+for page in 1:vsocket-run 1:vsocket-stat 1:vsocket-bench 7:vsocket; do
   section=${page%%:*} name=${page#*:}
   text=$(MANPATH=$prefix/share/man MANWIDTH=80 man -P cat "$section" "$name" 2>"$work/man.err") ||
     { cat "$work/man.err" >&2; fail "man $section $name"; }
@@ -216,13 +218,13 @@ for dep in libc6 libstdc++6 librdmacm1 libibverbs1; do
   grep -q "^ Depends:.*\b$dep\b" "$work/deb.info" ||
     { cat "$work/deb.info" >&2; fail "the package does not depend on $dep"; }
 done
-for f in /usr/bin/vsocket-run /usr/bin/vsocket-bench \
+for f in /usr/bin/vsocket-run /usr/bin/vsocket-stat /usr/bin/vsocket-bench \
          "/usr/$libdir/libvsocket_preload.so" "/usr/$libdir/libvsocket.so.0" \
          "/usr/$libdir/libvsocket.a" "/usr/$libdir/pkgconfig/vsocket.pc" \
          "/usr/$libdir/cmake/vsocket/vsocketConfig.cmake" \
          /usr/include/vsocket/vsocket.h \
          /usr/share/man/man1/vsocket-run.1.gz /usr/share/man/man1/vsocket-bench.1.gz \
-         /usr/share/man/man7/vsocket.7.gz; do
+         /usr/share/man/man1/vsocket-stat.1.gz /usr/share/man/man7/vsocket.7.gz; do
   grep -qx "$f" "$work/deb.files" || fail "not in the package: $f"
 done
 echo "   $(basename "$deb"): $(sed -n 's/^ Depends: //p' "$work/deb.info")"
@@ -261,6 +263,50 @@ for side in server client; do
     { cat "$work/packaged.$side.err" >&2; fail "packaged python3 $side: not on shm"; }
 done
 echo "   packaged: both statistics lines say shm"
+
+step "redis-server and redis-benchmark under /usr/bin/vsocket-run, seen by vsocket-stat"
+command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null ||
+  fail "redis-server and redis-benchmark are needed (scripts/install-deps.sh --apps)"
+[[ $(command -v vsocket-stat) == /usr/bin/vsocket-stat ]] || fail "vsocket-stat is not /usr/bin/vsocket-stat"
+redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+/usr/bin/vsocket-run --stats -- redis-server --port "$redis_port" --bind 127.0.0.1 \
+  --save '' --appendonly no >"$work/redis.out" 2>"$work/redis.err" &
+redis_pid=$!
+pids+=("$redis_pid")
+hex_port=$(printf ':%04X$' "$redis_port")
+for ((i = 0; i < 100; i++)); do  # listening (state 0A) in /proc/net/tcp
+  awk -v p="$hex_port" '$2 ~ p && $4 == "0A" { found = 1; exit } END { exit !found }' \
+    /proc/net/tcp && break
+  kill -0 "$redis_pid" 2>/dev/null || break
+  sleep 0.1
+done
+((i < 100)) && kill -0 "$redis_pid" 2>/dev/null ||
+  { cat "$work/redis.out" "$work/redis.err" >&2; fail "redis-server did not listen"; }
+/usr/bin/vsocket-run --stats -- redis-benchmark -p "$redis_port" -c 4 -n 100000000 -t ping,set \
+  -q >"$work/bench.out" 2>"$work/bench.err" &
+bench_pid=$!
+pids+=("$bench_pid")
+sleep 2
+vsocket-stat --json >"$work/stat.json" || fail "vsocket-stat --json"
+vsocket-stat -p "$redis_pid" >"$work/stat.txt" || fail "vsocket-stat -p $redis_pid"
+python3 - "$work/stat.json" "$redis_pid" "$bench_pid" <<'PY' || { cat "$work/stat.json" "$work/bench.err" >&2; fail "vsocket-stat does not show both redis processes on shm"; }
+import json, sys
+procs = {p["pid"]: p for p in json.load(open(sys.argv[1]))["processes"]}
+for pid, program in ((int(sys.argv[2]), "redis-server"), (int(sys.argv[3]), "redis-benchmark")):
+    p = procs[pid]
+    assert p["program"].startswith(program[:15]), p["program"]
+    on_shm = [c for c in p["connections"] if c["transport"] == "shm" and c["bytes_sent"] > 0]
+    assert len(on_shm) >= 4, p["connections"]
+    print("   %s (pid %d): %d connections on shm, %d bytes sent" %
+          (program, pid, len(on_shm), sum(c["bytes_sent"] for c in on_shm)))
+PY
+grep -q "redis-server" "$work/stat.txt" || { cat "$work/stat.txt" >&2; fail "vsocket-stat -p: no redis-server"; }
+kill -INT "$bench_pid" "$redis_pid"
+wait "$bench_pid" 2>/dev/null || true
+wait "$redis_pid" 2>/dev/null || true
+grep -q '"transports":{"shm":{"connections":' "$work/redis.err" ||
+  { cat "$work/redis.err" >&2; fail "redis-server's statistics line says no shm"; }
+echo "   redis-server: $(grep -o '"shm":{[^}]*}' "$work/redis.err")"
 step "dpkg --purge vsocket"
 dpkg --purge vsocket >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log" >&2; fail "dpkg --purge vsocket"; }
 dpkg_installed=""

@@ -77,13 +77,14 @@ class Provider final : public TransportProvider {
   TransportKind kind() const override { return kToeKind; }
   uint32_t capabilities() const override { return 0; }
 
-  Decline Offer(int fd, const struct sockaddr* peer, socklen_t len, bool forced,
+  Decline Offer(int fd, const struct sockaddr* peer, socklen_t len,
+                const OfferOptions& options,
                 std::unique_ptr<PendingConnection>* pending) override {
     (void)fd;
     (void)peer;
     (void)len;
     // Not measured to help by default: auto passes the connection on.
-    if (!forced) return Decline{FallbackReason::kPeerNotVsocket, false};
+    if (!options.forced) return Decline{FallbackReason::kPeerNotVsocket, false};
     FallbackReason why = Availability();
     if (why != FallbackReason::kNone) return Decline{why, true};
     *pending = std::make_unique<ToePending>();

@@ -20,6 +20,7 @@
 
 #include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
+#include "vsocket/live_stats.h"
 #include "vsocket/path_selection.h"
 #include "vsocket/poll_user_space.h"
 #include "vsocket/provider_registry.h"
@@ -143,8 +144,14 @@ int vsocket_listen(int fd, int backlog) {
   // A provider may listen before the kernel does (RDMA: a client that finds
   // the TCP port open must also find the RDMA one, or it settles for TCP);
   // the others, and those that need the port listen() assigns, after it.
+  // The live page is made now, not in the middle of an accepted
+  // connection's setup, where its file and directory work would widen the
+  // window in which the peer may already move the connection.
+  if (first) vsocket::LiveStatsHeader();
   vsocket::ListenerAttachments attachments;
-  if (first) vsocket::AttachListeners(fd, /*kernel_listening=*/false, &attachments);
+  uint32_t rule_line = 0;
+  if (first)
+    vsocket::AttachListeners(fd, /*kernel_listening=*/false, &attachments, &rule_line);
   if (sys::listen(fd, backlog) != 0) {
     int saved = errno;
     attachments.clear();
@@ -152,7 +159,8 @@ int vsocket_listen(int fd, int backlog) {
     return -1;
   }
   if (first) {
-    vsocket::AttachListeners(fd, /*kernel_listening=*/true, &attachments);
+    vsocket::AttachListeners(fd, /*kernel_listening=*/true, &attachments, &rule_line);
+    vs->set_rule_line(rule_line);
     vs->SetListening(std::move(attachments));
   }
   return 0;
@@ -167,8 +175,10 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   bool nonblocking = (flags & SOCK_NONBLOCK) != 0;
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
   conn->InheritBufferSizes(*vs);
+  conn->set_accepted(true);
+  conn->set_rule_line(vs->rule_line());
   std::unique_ptr<Transport> transport =
-      vsocket::ClaimAccepted(vs->listeners(), tcp_fd);
+      vsocket::ClaimAccepted(vs->listeners(), tcp_fd, vs->rule_line());
   // A claimed connection's user descriptor is new and close-on-exec.
   if (transport->user_fd() != tcp_fd && !(flags & SOCK_CLOEXEC))
     sys::fcntl(transport->user_fd(), F_SETFD, 0);
@@ -212,9 +222,12 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
   }
   std::unique_ptr<vsocket::PendingConnection> pending;
   FallbackReason reason = FallbackReason::kPeerNotVsocket;
+  vsocket::LiveStatsHeader();  // before the connection's setup: see listen
   if (addr && len >= sizeof(sa_family_t) &&
       (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
-    reason = vsocket::PrepareOffer(fd, addr, len, &pending);
+    uint32_t rule_line = 0;
+    reason = vsocket::PrepareOffer(fd, addr, len, &pending, &rule_line);
+    vs->set_rule_line(rule_line);
   }
   int rc = sys::connect(fd, addr, len);
   if (rc != 0 && errno == EINPROGRESS && pending) {
@@ -332,7 +345,9 @@ int vsocket_shutdown(int fd, int how) {
   if (!vs) return sys::shutdown(fd, how);
   Transport* t = vs->TransportFinishingConnect(fd);
   if (!t) return sys::shutdown(fd, how);
-  return t->Shutdown(how);
+  int rc = t->Shutdown(how);
+  if (rc == 0) vs->NoteShutdown(how);
+  return rc;
 }
 
 int vsocket_close(int fd) {

@@ -39,6 +39,10 @@ namespace {
 
 const char* FromEnvironment(const char* name, void*) { return std::getenv(name); }
 
+// Copied by the library's static initialisation, before main().
+const std::string g_program_name =
+    program_invocation_short_name ? program_invocation_short_name : "";
+
 }  // namespace
 
 Config ParseConfig(ConfigLookup lookup, void* context) {
@@ -105,8 +109,23 @@ Config ParseConfig(ConfigLookup lookup, void* context) {
     if (ParseConfigSize(v, &ms) && ms >= 1 && ms <= 600000) config.claim_timeout_ms = static_cast<uint32_t>(ms);
     else WarnConfigValue("VSOCKET_CLAIM_TIMEOUT_MS", v, "expected 1..600000");
   }
+  if (const char* v = get("VSOCKET_LIVE_STATS")) {
+    if (!std::strcmp(v, "0")) config.live_stats = false;
+    else if (!std::strcmp(v, "1")) config.live_stats = true;
+    else WarnConfigValue("VSOCKET_LIVE_STATS", v, "expected 0 or 1; using 1");
+  }
+  if (const char* v = get("VSOCKET_CONFIG")) {
+    if (std::strlen(v) < 180) {
+      config.rules_file = v;
+      config.rules_file_named = *v != '\0';
+    } else {
+      WarnConfigValue("VSOCKET_CONFIG", "(too long)", "a path of at most 179 bytes; using /etc/vsocket.conf");
+    }
+  }
   return config;
 }
+
+const char* ProgramName() { return g_program_name.c_str(); }
 
 const Config& GetConfig() {
   static const Config config = ParseConfig(FromEnvironment, nullptr);

@@ -47,10 +47,24 @@ struct Config {
   // Threads of a process that may busy-poll in the interposed waits at
   // once (preload/poller_slots.h); 0: half the online CPUs, at least 1.
   uint32_t spin_threads = 0;            // VSOCKET_SPIN_THREADS
+  // Publish the live statistics page that vsocket-stat reads
+  // (vsocket/live_stats.h); false keeps the counters in private memory.
+  bool live_stats = true;               // VSOCKET_LIVE_STATS=0|1
+  // The rules file (vsocket/rules.h): per program, role and address, the
+  // transport policy and ring size.  "" (VSOCKET_CONFIG set empty): none.
+  std::string rules_file = "/etc/vsocket.conf";  // VSOCKET_CONFIG
+  // true when VSOCKET_CONFIG named the file (a missing default is silent).
+  bool rules_file_named = false;
 };
 
 // The configuration of this process.
 const Config& GetConfig();
+
+// The program's short name (program_invocation_short_name) as it was when
+// the library was loaded, before main(): programs that rewrite their argv
+// for ps (redis-server, nginx) change it later.  What rules match and what
+// vsocket-stat shows.
+const char* ProgramName();
 
 // Where ParseConfig reads a variable: its value, or nullptr when unset.
 using ConfigLookup = const char* (*)(const char* name, void* context);

@@ -32,6 +32,7 @@ enum class FallbackReason {
   kFdLimit,               // private descriptors would exceed RLIMIT_NOFILE
   kConnectionLimit,       // VSOCKET_MAX_SHM_CONNECTIONS reached
   kIoUringUnavailable,    // toe: io_uring cannot be used in this process
+  kDisabledByRule,        // a rule of the rules file (VSOCKET_CONFIG) said tcp
   kCount,
 };
 

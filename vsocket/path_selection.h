@@ -3,7 +3,8 @@
 // name.  See docs/PROTOCOL.md for what each provider does on the wire.
 //
 //  Client: before the SYN, PrepareOffer() asks each provider the policy
-//  allows (VSOCKET_TRANSPORT: all, one, or none) for an offer.  The walk
+//  allows (VSOCKET_TRANSPORT, or the first matching rule of the rules file
+//  when that is auto: all, one, or none) for an offer.  The walk
 //  stops at the first offer, or at the first decline that `applies` (the
 //  fabric could reach the peer but said no); a decline that does not apply
 //  (the fabric cannot reach that peer) passes to the next provider.  The
@@ -33,9 +34,12 @@ namespace vsocket {
 // REQUIRES: fd is an unconnected AF_INET/AF_INET6 stream socket.
 // kNone with *pending set, or the reason no provider offered.  May bind fd
 // to an ephemeral port (providers name offers after the client port).
+// *rule_line: the line of the rules file (vsocket/rules.h) that decided,
+// or 0.
 FallbackReason PrepareOffer(int fd, const struct sockaddr* addr,
                             socklen_t len,
-                            std::unique_ptr<PendingConnection>* pending);
+                            std::unique_ptr<PendingConnection>* pending,
+                            uint32_t* rule_line);
 
 // REQUIRES: the kernel connection on `fd` is established.  The transport
 // (whose user descriptor is now at number `fd`), or kernel TCP on `fd`
@@ -48,15 +52,18 @@ std::unique_ptr<Transport> CompleteOffer(
 using ListenerAttachments = std::vector<std::unique_ptr<ListenerAttachment>>;
 
 // Asks every allowed provider without an attachment in *set to attach
-// (see TransportProvider::AttachListener for `kernel_listening`).
+// (see TransportProvider::AttachListener for `kernel_listening`).  A
+// listener's rule is matched on its bound address (the remote is not known
+// yet: only a rule whose REMOTE is * can match); *rule_line as above.
 void AttachListeners(int listen_fd, bool kernel_listening,
-                     ListenerAttachments* set);
+                     ListenerAttachments* set, uint32_t* rule_line);
 
 // Server: `accepted_fd` is a freshly accepted kernel socket.  A transport
 // that owns accepted_fd (its user descriptor is new), or kernel TCP on
-// accepted_fd with the reason.
+// accepted_fd with the reason (`rule_line`: the listener's rule, whose
+// policy names the reason when no provider was attached).
 std::unique_ptr<Transport> ClaimAccepted(const ListenerAttachments& set,
-                                         int accepted_fd);
+                                         int accepted_fd, uint32_t rule_line);
 
 }  // namespace vsocket
 

@@ -9,29 +9,27 @@
 
 #include "base/real_libc.h"
 #include "vsocket/config.h"
+#include "vsocket/live_stats.h"
 #include "vsocket/log.h"
 
 namespace vsocket {
 namespace {
 
-struct Counters {
-  std::atomic<uint64_t> connections{0};
-  std::atomic<uint64_t> bytes_sent{0};
-  std::atomic<uint64_t> bytes_received{0};
-};
-
 constexpr int kKinds = kMaxTransportKinds;
 constexpr int kReasons = static_cast<int>(FallbackReason::kCount);
+static_assert(kKinds == kLiveKinds, "the live page has a column per kind");
 
-Counters g_transport[kKinds];
-std::atomic<uint64_t> g_reason_count[kReasons];
+// The counters themselves live in the live statistics page (live_stats.h):
+// the totals in its header, the bytes of open connections in their slots.
 std::atomic<bool> g_reason_logged[kReasons];
 // Sections providers add to the JSON (RegisterStatsSection).
 constexpr int kMaxSections = 8;
 std::atomic<StatsSection> g_sections[kMaxSections];
 std::atomic<int> g_section_count{0};
 
-Counters& Of(TransportKind kind) { return g_transport[static_cast<int>(kind)]; }
+LiveHeader::Kind& Of(TransportKind kind) {
+  return LiveStatsHeader()->kinds[KindIndex(kind)];
+}
 
 void PrintAtExit() {
   std::string line = StatsJson() + "\n";
@@ -67,6 +65,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kFdLimit: return "fd_limit";
     case FallbackReason::kConnectionLimit: return "connection_limit";
     case FallbackReason::kIoUringUnavailable: return "io_uring_unavailable";
+    case FallbackReason::kDisabledByRule: return "disabled_by_rule";
     case FallbackReason::kCount: break;
   }
   return "unknown";
@@ -92,7 +91,7 @@ void StatsBytesReceived(TransportKind kind, uint64_t bytes) {
 void StatsFallback(FallbackReason reason, const char* detail) {
   int i = static_cast<int>(reason);
   if (i <= 0 || i >= kReasons) return;
-  g_reason_count[i].fetch_add(1, std::memory_order_relaxed);
+  LiveStatsHeader()->reasons[i].fetch_add(1, std::memory_order_relaxed);
   if (!g_reason_logged[i].exchange(true, std::memory_order_relaxed)) {
     VSOCKET_LOG(kInfo, "connection on kernel TCP: %s%s%s",
                 FallbackReasonName(reason), detail && *detail ? ": " : "",
@@ -117,12 +116,17 @@ std::string StatsJson() {
   std::snprintf(buf, sizeof(buf), "{\"pid\":%d,\"transports\":{",
                 static_cast<int>(::getpid()));
   std::string out = buf;
+  // Closed connections' bytes are in the header, open ones' in their slots.
+  const LiveHeader* header = LiveStatsHeaderIfMade();
+  uint64_t open_sent[kKinds] = {}, open_received[kKinds] = {};
+  LiveStatsSumOpen(open_sent, open_received);
   bool first = true;
-  for (int k = 0; k < kKinds; ++k) {
-    const Counters& c = g_transport[k];
+  for (int k = 0; header && k < kKinds; ++k) {
+    const LiveHeader::Kind& c = header->kinds[k];
     uint64_t conns = c.connections.load(std::memory_order_relaxed);
-    uint64_t sent = c.bytes_sent.load(std::memory_order_relaxed);
-    uint64_t received = c.bytes_received.load(std::memory_order_relaxed);
+    uint64_t sent = c.bytes_sent.load(std::memory_order_relaxed) + open_sent[k];
+    uint64_t received =
+        c.bytes_received.load(std::memory_order_relaxed) + open_received[k];
     if (conns == 0 && sent == 0 && received == 0) continue;
     std::snprintf(buf, sizeof(buf),
                   "%s\"%s\":{\"connections\":%llu,\"bytes_sent\":%llu,"
@@ -136,8 +140,8 @@ std::string StatsJson() {
   }
   out += "},\"fallback_reasons\":{";
   first = true;
-  for (int r = 1; r < kReasons; ++r) {
-    uint64_t n = g_reason_count[r].load(std::memory_order_relaxed);
+  for (int r = 1; header && r < kReasons; ++r) {
+    uint64_t n = header->reasons[r].load(std::memory_order_relaxed);
     if (n == 0) continue;
     std::snprintf(buf, sizeof(buf), "%s\"%s\":%llu", first ? "" : ",",
                   FallbackReasonName(static_cast<FallbackReason>(r)),

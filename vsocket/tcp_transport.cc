@@ -11,14 +11,14 @@ namespace vsocket {
 ssize_t TcpTransport::SendMsg(const struct msghdr* msg, int flags,
                               const IoOptions&) {
   ssize_t n = sys::sendmsg(fd_, msg, flags);
-  if (n > 0) StatsBytesSent(TransportKind::kTcp, static_cast<uint64_t>(n));
+  if (n > 0) StatsBytesSent(live_slot(), TransportKind::kTcp, static_cast<uint64_t>(n));
   return n;
 }
 
 ssize_t TcpTransport::RecvMsg(struct msghdr* msg, int flags, const IoOptions&) {
   ssize_t n = sys::recvmsg(fd_, msg, flags);
   if (n > 0 && !(flags & MSG_PEEK))
-    StatsBytesReceived(TransportKind::kTcp, static_cast<uint64_t>(n));
+    StatsBytesReceived(live_slot(), TransportKind::kTcp, static_cast<uint64_t>(n));
   return n;
 }
 

@@ -131,6 +131,16 @@ class Transport {
   // The descriptor the application holds (see the contract above).
   virtual int user_fd() const = 0;
 
+  // ---- Live statistics (vsocket/live_stats.h) ----
+  // The connection's slot in the live page, where its data calls count
+  // their bytes (stats.h), or null.  Set by the socket layer before the
+  // first data call; handed on to the successor by Retire().
+  LiveSlot* live_slot() const { return live_slot_.load(std::memory_order_relaxed); }
+  void AttachLiveSlot(LiveSlot* slot) { live_slot_.store(slot, std::memory_order_relaxed); }
+  // The capacity of the ring this side sends into, for vsocket-stat (0:
+  // the transport has no ring).
+  virtual uint64_t send_ring_bytes() const { return 0; }
+
   // The socket layer is closing the descriptor number user_fd() while `fd`,
   // a duplicate of it (dup/dup2/F_DUPFD: the same open file), stays open:
   // from now on the transport uses `fd` wherever it used user_fd().
@@ -252,11 +262,16 @@ class Transport {
   // Publishes `next` as successor().  REQUIRES: called at most once, and
   // `next` already carries the connection (it is used at once).
   void Retire(std::unique_ptr<Transport> next) {
+    next->AttachLiveSlot(live_slot());
+    NoteRetiredInLiveSlot(*next);
     successor_owner_ = std::move(next);
     successor_.store(successor_owner_.get(), std::memory_order_release);
   }
 
  private:
+  // The slot now names `next`'s transport and reason (virtual_socket.cc).
+  void NoteRetiredInLiveSlot(const Transport& next);
+  std::atomic<LiveSlot*> live_slot_{nullptr};
   InPlaceCopy inplace_copy_;  // the default RecvInPlace's buffer and view
   std::atomic<Transport*> successor_{nullptr};
   // Owns successor_ until TakeSuccessor().  Written once, before successor_

@@ -40,6 +40,12 @@ struct Decline {
   bool applies = true;
 };
 
+// How path selection asks for an offer (TransportProvider::Offer).
+struct OfferOptions {
+  bool forced = false;       // the policy names this provider alone
+  uint64_t ring_bytes = 0;   // the shared-memory ring size to use
+};
+
 // Client side, between the offer (before the kernel connect) and the
 // established kernel connection.  Destroying it withdraws the offer (the
 // peer's side is told, or times out, and uses TCP).
@@ -86,13 +92,15 @@ class TransportProvider {
   // TransportCapability bits its connections have.
   virtual uint32_t capabilities() const = 0;
 
-  // Client, before the kernel connect of `fd` to `peer`.  `forced`: the
-  // policy names this provider (VSOCKET_TRANSPORT), which then is the only
-  // one asked and may go where it otherwise would not (RDMA to this host).
+  // Client, before the kernel connect of `fd` to `peer`.  `options.forced`:
+  // the policy names this provider (VSOCKET_TRANSPORT or a rule), which
+  // then is the only one asked and may go where it otherwise would not
+  // (RDMA to this host).  `options.ring_bytes`: the shared-memory ring
+  // size (VSOCKET_RING_SIZE or the rule's ring=).
   // On success sets *pending and returns Decline{kNone}.  May bind `fd` to
   // an ephemeral port.  Blocking: bounded by the provider's own limit.
   virtual Decline Offer(int fd, const struct sockaddr* peer, socklen_t len,
-                        bool forced,
+                        const OfferOptions& options,
                         std::unique_ptr<PendingConnection>* pending) = 0;
 
   // Server, in listen(): called once with kernel_listening false just

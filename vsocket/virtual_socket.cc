@@ -6,6 +6,7 @@
 
 #include "base/real_libc.h"
 #include "vsocket/config.h"
+#include "vsocket/live_stats.h"
 #include "vsocket/stats.h"
 
 namespace vsocket {
@@ -21,17 +22,46 @@ void ReleaseWithSuccessor(Transport& t) {
 
 }  // namespace
 
+void Transport::NoteRetiredInLiveSlot(const Transport& next) {
+  LiveSlotSetTransport(live_slot(), next.kind(), next.fallback_reason());
+}
+
 VirtualSocket::~VirtualSocket() {
   if (transport_owner_) ReleaseWithSuccessor(*transport_owner_);
   for (auto it = retired_.rbegin(); it != retired_.rend(); ++it) (*it)->Release();
+  LiveSlotClose(live_slot_);
+}
+
+void VirtualSocket::NoteShutdown(int how) {
+  uint32_t flags = 0;
+  if (how == SHUT_RD || how == SHUT_RDWR) flags |= kLiveShutRead;
+  if (how == SHUT_WR || how == SHUT_RDWR) flags |= kLiveShutWrite;
+  // live_slot_ was set before the transport was published (SetTransport).
+  LiveSlotAddFlags(live_slot_, flags);
 }
 
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
   std::lock_guard<std::mutex> lock(mutex_);
   StatsConnectionOpened(transport->kind());
-  if (transport->fallback_reason() != FallbackReason::kNone)
+  // Kernel TCP from the start: its reason is counted here.  A fast-path
+  // transport that already moved to TCP (its peer moved it before this
+  // call) has a reason too, but counted it with the move (CountMove).
+  if ((transport->capabilities() & kCapKernelStream) &&
+      transport->fallback_reason() != FallbackReason::kNone)
     StatsFallback(transport->fallback_reason(), nullptr);
   if (uint32_t which = buffer_sizes_set_.load()) transport->BufferSizesChanged(which);
+  if (!live_slot_) {
+    LiveSlotIdentity id;
+    id.fd = transport->user_fd();
+    id.tcp_fd = transport->tcp_fd();
+    id.kind = transport->kind();
+    id.reason = transport->fallback_reason();
+    id.accepted = accepted_;
+    id.rule_line = rule_line_;
+    id.ring_bytes = static_cast<uint32_t>(transport->send_ring_bytes());
+    live_slot_ = LiveSlotOpen(id);
+  }
+  transport->AttachLiveSlot(live_slot_);
   transport_.store(transport.get(), std::memory_order_release);
   transport_owner_ = std::move(transport);
   pending_.reset();

@@ -74,6 +74,16 @@ class VirtualSocket {
     buffer_sizes_set_.store(listener.buffer_sizes_set_.load());
   }
 
+  // For vsocket-stat (vsocket/live_stats.h): the connection was accepted
+  // (else connected), and the line of the rule that chose its path (0:
+  // none; a listener's is its accepted connections').  REQUIRES: called
+  // before SetTransport or SetListening.
+  void set_accepted(bool accepted) { accepted_ = accepted; }
+  void set_rule_line(uint32_t line) { rule_line_ = line; }
+  uint32_t rule_line() const { return rule_line_; }
+  // shutdown() succeeded with `how`.  REQUIRES: connected.
+  void NoteShutdown(int how);
+
   // For fork(): tells the transport one more process holds it.
   void BeforeFork();
   // In the child, after fork(): see Transport::AfterForkInChild.
@@ -99,6 +109,9 @@ class VirtualSocket {
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};
   std::atomic<uint32_t> buffer_sizes_set_{0};  // Transport::k*BufferSet
+  bool accepted_ = false;
+  uint32_t rule_line_ = 0;
+  LiveSlot* live_slot_ = nullptr;  // ours from SetTransport to the dtor
 };
 
 }  // namespace vsocket

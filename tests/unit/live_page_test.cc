@@ -1,0 +1,186 @@
+// The live statistics page (vsocket/live_stats.h) and its reader
+// (tools/live_page_reader.h), in one process: a real loopback TCP
+// connection gets a slot, its counters show through the reader, closing it
+// folds them into the totals; then copies of the page with forged fields
+// are refused or bounded, never trusted.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tools/live_page_reader.h"
+#include "vsocket/live_stats.h"
+#include "vsocket/stats.h"
+
+namespace vsocket {
+namespace {
+
+// A connected loopback TCP pair; the client end is returned in *client.
+int ConnectedPair(int* client) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(listen(listener, 1), 0);
+  socklen_t len = sizeof(a);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  *client = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_EQ(connect(*client, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  int server = accept(listener, nullptr, nullptr);
+  close(listener);
+  return server;
+}
+
+std::string PagePath() {
+  return LiveStatsDirectory() + "/stat-" + std::to_string(getpid());
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Writes `bytes` as a page file of this (live) process under another name
+// the reader accepts, and reads it.
+bool ReadForged(const std::string& bytes, vsocket_stat::Process* out, std::string* why) {
+  std::string path = LiveStatsDirectory() + "/forged-page";
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  chmod(path.c_str(), 0600);
+  bool stale = false;
+  bool ok = vsocket_stat::ReadPage(path, out, why, &stale);
+  EXPECT_FALSE(stale);
+  unlink(path.c_str());
+  return ok;
+}
+
+class LivePage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = ConnectedPair(&client_);
+    LiveSlotIdentity id;
+    id.fd = client_;
+    id.tcp_fd = client_;
+    id.kind = TransportKind::kTcp;
+    id.reason = FallbackReason::kPeerNotVsocket;
+    id.rule_line = 7;
+    slot_ = LiveSlotOpen(id);
+    ASSERT_NE(slot_, nullptr);
+  }
+  void TearDown() override {
+    LiveSlotClose(slot_);
+    close(client_);
+    close(server_);
+  }
+  int client_ = -1, server_ = -1;
+  LiveSlot* slot_ = nullptr;
+};
+
+TEST_F(LivePage, ShowsTheConnectionAndItsBytes) {
+  StatsBytesSent(slot_, TransportKind::kTcp, 1000);
+  StatsBytesReceived(slot_, TransportKind::kTcp, 250);
+  LiveSlotAddFlags(slot_, kLiveShutWrite);
+  vsocket_stat::Process p;
+  std::string why;
+  bool stale = false;
+  ASSERT_TRUE(vsocket_stat::ReadPage(PagePath(), &p, &why, &stale)) << why;
+  EXPECT_EQ(p.pid, getpid());
+  EXPECT_EQ(p.program, "live_page_test");
+  const vsocket_stat::Connection* mine = nullptr;
+  for (const auto& c : p.connections)
+    if (c.fd == client_) mine = &c;
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->transport, "tcp");
+  EXPECT_EQ(mine->fallback_reason, "peer_not_vsocket");
+  EXPECT_EQ(mine->rule_line, 7u);
+  EXPECT_EQ(mine->state, "shut_wr");
+  EXPECT_EQ(mine->role, "client");
+  EXPECT_EQ(mine->bytes_sent, 1000u);
+  EXPECT_EQ(mine->bytes_received, 250u);
+  EXPECT_EQ(mine->local.rfind("127.0.0.1:", 0), 0u) << mine->local;
+  EXPECT_EQ(mine->peer.rfind("127.0.0.1:", 0), 0u) << mine->peer;
+  EXPECT_GE(p.transports["tcp"].bytes_sent, 1000u);
+}
+
+TEST_F(LivePage, ClosingFoldsTheBytesIntoTheTotals) {
+  LiveHeader* h = LiveStatsHeader();
+  uint64_t before = h->kinds[0].bytes_sent.load();
+  StatsBytesSent(slot_, TransportKind::kTcp, 4096);
+  EXPECT_EQ(h->kinds[0].bytes_sent.load(), before);  // still the slot's
+  LiveSlotClose(slot_);
+  slot_ = nullptr;
+  EXPECT_EQ(h->kinds[0].bytes_sent.load(), before + 4096);
+  EXPECT_NE(StatsJson().find("\"tcp\""), std::string::npos);
+}
+
+TEST_F(LivePage, ForgedPagesAreRefusedOrBounded) {
+  const std::string page = ReadAll(PagePath());
+  ASSERT_GE(page.size(), kLiveHeaderBytes + kLiveChunkBytes);
+  vsocket_stat::Process p;
+  std::string why;
+  ASSERT_TRUE(ReadForged(page, &p, &why)) << why;
+
+  std::string bad = page;
+  bad[0] ^= 1;  // magic
+  EXPECT_FALSE(ReadForged(bad, &p, &why));
+  bad = page;
+  bad[8] = 2;  // version
+  EXPECT_FALSE(ReadForged(bad, &p, &why));
+  EXPECT_FALSE(ReadForged(page.substr(0, 100), &p, &why));  // shorter than a header
+
+  // chunks and slots_used past what the file holds: bounded by its size.
+  bad = page;
+  uint32_t huge = 0xffffffffu;
+  std::memcpy(&bad[offsetof(LiveHeader, chunks)], &huge, 4);
+  std::memcpy(&bad[offsetof(LiveHeader, slots_used)], &huge, 4);
+  p = {};
+  EXPECT_TRUE(ReadForged(bad, &p, &why)) << why;
+  EXPECT_LE(p.connections.size(), kLiveSlotsPerChunk);
+
+  // A slot whose seqlock stays odd is left out; a ring fill past the ring
+  // is clamped; a kind or reason out of range is named "unknown".
+  size_t first_slot = kLiveHeaderBytes;
+  bad = page;
+  uint32_t odd = 3;
+  std::memcpy(&bad[first_slot + offsetof(LiveSlot, seq)], &odd, 4);
+  p = {};
+  ASSERT_TRUE(ReadForged(bad, &p, &why)) << why;
+  vsocket_stat::Process whole;
+  ASSERT_TRUE(ReadForged(page, &whole, &why));
+  EXPECT_EQ(p.connections.size() + 1, whole.connections.size());
+
+  bad = page;
+  uint32_t ring = 4096, kind = 99, reason = 1000;
+  uint64_t fill = ~0ull;
+  std::memcpy(&bad[first_slot + offsetof(LiveSlot, ring_bytes)], &ring, 4);
+  std::memcpy(&bad[first_slot + offsetof(LiveSlot, kind)], &kind, 4);
+  std::memcpy(&bad[first_slot + offsetof(LiveSlot, reason)], &reason, 4);
+  std::memcpy(&bad[first_slot + offsetof(LiveSlot, send_ring_fill)], &fill, 8);
+  p = {};
+  ASSERT_TRUE(ReadForged(bad, &p, &why)) << why;
+  bool seen = false;
+  for (const auto& c : p.connections) {
+    if (c.ring_bytes != 4096) continue;
+    seen = true;
+    EXPECT_EQ(c.ring_fill, 4096u);
+    EXPECT_EQ(c.transport, "unknown");
+    EXPECT_EQ(c.fallback_reason, "unknown");
+  }
+  EXPECT_TRUE(seen);
+}
+
+}  // namespace
+}  // namespace vsocket
