@@ -137,6 +137,12 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
   if (err != 0) {
     if (err == -ENOENT) {
       *decline = {FallbackReason::kPeerNotVsocket, false};  // no offer here
+    } else if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
+      // A good offer we have no room to map (RLIMIT_AS, descriptors).
+      VSOCKET_LOG(kInfo, "declining the offer %s: %s", key.c_str(),
+                  strerror(-err));
+      Doorbell::DeclineOffer(key);
+      *decline = {ReasonForSetupError(err), true};
     } else {
       // Another user's segment (nginx workers under their own uid), or a
       // bad one: the client must not wait for its claim timeout.

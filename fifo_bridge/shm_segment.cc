@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -54,6 +55,18 @@ bool IsStale(const std::string& path) {
   sys::close(fd);
   if (n != static_cast<ssize_t>(sizeof(header))) return true;
   return ProcessIsGone(header.client_pid);
+}
+
+// The file is sparse: its pages are allocated as data first passes through
+// them, and a page the file system cannot allocate then is a SIGBUS in
+// whoever touched it.  An offer is made only while /dev/shm has room for
+// the whole segment (a tmpfs mounted without a size limit reports no
+// blocks).  This cannot reserve the room: a /dev/shm that fills up after
+// the connection started is not covered (docs/ROBUSTNESS.md).
+bool HasRoomFor(int fd, size_t bytes) {
+  struct statvfs vfs;
+  if (::fstatvfs(fd, &vfs) != 0 || vfs.f_blocks == 0) return true;
+  return static_cast<unsigned __int128>(vfs.f_bavail) * vfs.f_frsize >= bytes;
 }
 
 int64_t MonotonicSeconds() {
@@ -175,7 +188,9 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   }
   if (fd < 0) return -EADDRINUSE;
   int err = 0;
-  if (::ftruncate(fd, static_cast<off_t>(SegmentBytes(capacity))) != 0) {
+  if (!HasRoomFor(fd, SegmentBytes(capacity))) {
+    err = -ENOSPC;
+  } else if (::ftruncate(fd, static_cast<off_t>(SegmentBytes(capacity))) != 0) {
     err = -errno;
   } else {
     err = MapFile(fd, capacity, out);
