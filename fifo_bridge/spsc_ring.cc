@@ -31,7 +31,7 @@ uint64_t ForEachIovSpan(const struct iovec* iov, int iovcnt, size_t skip,
 
 int64_t RingProducer::FreeSpace() const {
   uint64_t tail = control_->tail.load(std::memory_order_acquire);
-  uint64_t used = *own_head_ - tail;  // wraps to a huge value if tail > head
+  uint64_t used = OwnHead() - tail;  // wraps to a huge value if tail > head
   if (used > capacity_) return kCorrupt;
   if (used >= limit_) return 0;
   return static_cast<int64_t>(limit_ - used);
@@ -40,7 +40,7 @@ int64_t RingProducer::FreeSpace() const {
 int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
   int64_t space = FreeSpace();
   if (space <= 0) return space;
-  uint64_t head = *own_head_;
+  uint64_t head = OwnHead();
   uint64_t mask = capacity_ - 1;
   uint64_t copied = ForEachIovSpan(
       iov, iovcnt, skip, static_cast<uint64_t>(space),
@@ -55,7 +55,7 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
         }
       });
   if (copied > 0) {
-    *own_head_ = head;
+    std::atomic_ref<uint64_t>(*own_head_).store(head, std::memory_order_relaxed);
     control_->head.store(head, std::memory_order_release);
   }
   return static_cast<int64_t>(copied);
@@ -63,7 +63,7 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
 
 int64_t RingConsumer::Available() const {
   uint64_t head = control_->head.load(std::memory_order_acquire);
-  uint64_t avail = head - *own_tail_;  // wraps to a huge value if head < tail
+  uint64_t avail = head - OwnTail();  // wraps to a huge value if head < tail
   if (avail > capacity_) return kCorrupt;
   return static_cast<int64_t>(avail);
 }
@@ -72,7 +72,7 @@ int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
                            bool peek) {
   int64_t avail = Available();
   if (avail <= 0) return avail;
-  uint64_t tail = *own_tail_;
+  uint64_t tail = OwnTail();
   uint64_t mask = capacity_ - 1;
   uint64_t copied = ForEachIovSpan(
       iov, iovcnt, skip, static_cast<uint64_t>(avail),
@@ -87,7 +87,7 @@ int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
         }
       });
   if (copied > 0 && !peek) {
-    *own_tail_ = tail;
+    std::atomic_ref<uint64_t>(*own_tail_).store(tail, std::memory_order_relaxed);
     control_->tail.store(tail, std::memory_order_release);
   }
   return static_cast<int64_t>(copied);
@@ -97,15 +97,16 @@ int64_t RingConsumer::Discard(uint64_t len) {
   int64_t avail = Available();
   if (avail <= 0) return avail;
   uint64_t take = std::min<uint64_t>(len, static_cast<uint64_t>(avail));
-  *own_tail_ += take;
-  control_->tail.store(*own_tail_, std::memory_order_release);
+  uint64_t tail = OwnTail() + take;
+  std::atomic_ref<uint64_t>(*own_tail_).store(tail, std::memory_order_relaxed);
+  control_->tail.store(tail, std::memory_order_release);
   return static_cast<int64_t>(take);
 }
 
 int64_t RingConsumer::Contiguous(const uint8_t** data) const {
   int64_t avail = Available();
   if (avail <= 0) return avail;
-  uint64_t pos = *own_tail_ & (capacity_ - 1);
+  uint64_t pos = OwnTail() & (capacity_ - 1);
   *data = data_ + pos;
   return static_cast<int64_t>(
       std::min<uint64_t>(static_cast<uint64_t>(avail), capacity_ - pos));
