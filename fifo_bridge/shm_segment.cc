@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include "base/real_libc.h"
+#include "fifo_bridge/segment_fault_guard.h"
 
 namespace vsocket::fifo {
 
@@ -149,6 +150,7 @@ uint8_t* ShmSegment::data(Direction d) const {
 int ShmSegment::MapFile(int fd, uint64_t capacity,
                         std::unique_ptr<ShmSegment>* out) {
   size_t bytes = SegmentBytes(capacity);
+  InstallSegmentFaultGuard();  // a lost page is a reset, not a SIGBUS
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return -errno;
   std::unique_ptr<ShmSegment> segment(new ShmSegment());

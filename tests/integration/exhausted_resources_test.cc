@@ -137,9 +137,10 @@ TEST_F(ExhaustedResources, DevShmFullFallsBackToTcp) {
 // /dev/shm fills up after the connection was set up: the segment's pages
 // are allocated as data passes (the file is sparse, so that memory follows
 // use), and a page tmpfs cannot allocate is a SIGBUS in whoever touches it.
-// FINDING, not fixed: the sender dies of SIGBUS (docs/ROBUSTNESS.md, "The
-// SIGBUS findings").  A forked child runs it, in its own mount namespace.
-TEST_F(ExhaustedResources, DISABLED_DevShmFillingUpAfterConnectDoesNotKillTheSender) {
+// The segment fault guard (fifo_bridge/segment_fault_guard.h) turns that
+// into a reset of the connection.  A forked child runs it, in its own mount
+// namespace.
+TEST_F(ExhaustedResources, DevShmFillingUpAfterConnectResetsInsteadOfKilling) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -168,11 +169,22 @@ TEST_F(ExhaustedResources, DISABLED_DevShmFillingUpAfterConnectDoesNotKillTheSen
     std::vector<char> page(4096, 'x');
     while (write(filler, page.data(), page.size()) > 0) {
     }
+    // The first send touches pages tmpfs cannot allocate: the guard resets
+    // the connection (those bytes are lost, as with a TCP reset), and the
+    // calls after it fail as on a reset TCP connection.
     std::vector<char> data(1 << 20, 'd');
+    vsocket_send(cfd, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     ssize_t n = vsocket_send(cfd, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    // Alive: either the bytes went (no page was missing) or the connection
-    // reports an error, as a reset TCP connection would.
-    _exit(n > 0 || errno == ECONNRESET || errno == EPIPE ? 0 : 14);
+    if (n >= 0 || (errno != ECONNRESET && errno != EPIPE)) _exit(14);
+    // The peer learns of it when the reset side closes (its rings are
+    // private now): EOF or ECONNRESET within the second.
+    vsocket_close(cfd);
+    timeval tv{1, 0};
+    vsocket_setsockopt(sfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char byte;
+    n = vsocket_recv(sfd, &byte, 1, 0);
+    if (n > 0 || (n < 0 && errno != ECONNRESET)) _exit(15);
+    _exit(0);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
