@@ -27,6 +27,13 @@
 //   VSOCKET_KILL_LOOP_ITERATIONS=500 build-release/tests/integration/it_kill_loop_test
 // The tcp case (VSOCKET_TRANSPORT=tcp in the victim) is the harness's
 // reference with a fifth of the iterations.
+//
+// Built a second time as tests/rdma's rdma_kill_loop_test
+// (VSOCKET_KILL_LOOP_RDMA): both ends VSOCKET_TRANSPORT=rdma on the guest's
+// rxe address ($VSOCKET_RDMA_SELF_IP), so the kills land in the RDMA CM
+// handshake, the transfer and the close; it also checks that the survivor's
+// registered memory (VSOCKET_STATS rdma_registered) is back to its level.
+// Run by tests/rdma/run-suite.sh in the guest.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -59,6 +66,38 @@ namespace vsocket_test {
 namespace {
 
 constexpr int64_t kMaxDetectNs = 1'000'000'000;
+
+// Where and on what the loop runs.
+#ifdef VSOCKET_KILL_LOOP_RDMA
+std::string Host() {
+  const char* ip = getenv("VSOCKET_RDMA_SELF_IP");
+  return ip && *ip ? ip : "";
+}
+constexpr const char* kFastPath = "rdma";
+Env FastEnv() { return {{"VSOCKET_TRANSPORT", "rdma"}}; }
+#else
+std::string Host() { return "127.0.0.1"; }
+constexpr const char* kFastPath = "shm";
+Env FastEnv() { return Auto(); }
+#endif
+
+sockaddr_in Address(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, Host().c_str(), &a.sin_addr);
+  return a;
+}
+
+// Bytes of registered RDMA memory in this process (0 without RDMA).
+int64_t RegisteredBytes() {
+  std::string json(1 << 16, '\0');
+  json.resize(std::min(json.size() - 1, vsocket_stats_json(json.data(), json.size())));
+  static const std::string kKey = "\"rdma_registered\":{\"bytes\":";
+  size_t at = json.find(kKey);
+  if (at == std::string::npos) return 0;
+  return atoll(json.c_str() + at + kKey.size());
+}
 constexpr int64_t kIterationLimitNs = 15'000'000'000;
 constexpr size_t kMaxVictimBytes = 2 << 20;
 constexpr size_t kMaxReplyBytes = 1 << 20;
@@ -194,7 +233,8 @@ void RunExchange(int fd, pid_t victim, const std::atomic<int64_t>& kill_ns, Exch
 enum class VictimRole { kClient, kServer };
 
 struct Tally {
-  int killed = 0, finished = 0, never_connected = 0, eof = 0, reset = 0, shm = 0, tcp = 0;
+  int killed = 0, finished = 0, never_connected = 0, eof = 0, reset = 0;
+  int shm = 0, tcp = 0;  // shm: the fast path (rdma in the RDMA build)
   int64_t max_detect_ns = 0;
 };
 
@@ -208,9 +248,7 @@ class KillLoop {
     ASSERT_GE(listener_, 0);
     int one = 1;
     vsocket_setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in a = Address(0);
     ASSERT_EQ(vsocket_bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
     ASSERT_EQ(vsocket_listen(listener_, 16), 0);
     socklen_t len = sizeof(a);
@@ -230,7 +268,8 @@ class KillLoop {
     const uint64_t victim_bytes = 1 + rng_.Below(kMaxVictimBytes);
     Exchange x{.victim_seed = seed, .reply_seed = seed ^ 0xfeed,
                .reply_bytes = rng_.Below(kMaxReplyBytes)};
-    PeerSpec spec{.args = {"source", std::to_string(victim_bytes), std::to_string(seed)},
+    PeerSpec spec{.args = {"source", std::to_string(victim_bytes), std::to_string(seed),
+                           "--host", Host()},
                   .env = env_};
     Started victim = role == VictimRole::kClient ? StartClient(spec, port_) : StartServer(spec);
     EXPECT_TRUE(victim.child) << victim.error;
@@ -287,7 +326,7 @@ class KillLoop {
     if (fd < 0) ++tally->never_connected;
     tally->eof += x.end == "eof";
     tally->reset += x.end == "ECONNRESET";
-    tally->shm += path == "shm";
+    tally->shm += path == kFastPath;
     tally->tcp += path == "tcp";
     const int64_t conn_ns = r.One("conn").Int("t_ns");
     return {life, conn_ns > born ? conn_ns - born : 0};
@@ -317,10 +356,7 @@ class KillLoop {
   int ConnectTo(int port) {
     int fd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
     EXPECT_GE(fd, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
+    sockaddr_in a = Address(port);
     int r;
     do {
       r = vsocket_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
@@ -353,8 +389,12 @@ TEST_P(KillLoopTest, SurvivorSeesEofOrResetAndNothingLeaks) {
   const uint64_t seed = EnvU64("VSOCKET_KILL_LOOP_SEED", static_cast<uint64_t>(time(nullptr)));
   std::printf("kill loop %s: %llu iterations, VSOCKET_KILL_LOOP_SEED=%llu\n", c.name,
               static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(seed));
+  if (Host().empty()) GTEST_SKIP() << "VSOCKET_RDMA_SELF_IP is not set (not in the RDMA guest)";
+#ifdef VSOCKET_KILL_LOOP_RDMA
+  setenv("VSOCKET_TRANSPORT", "rdma", 1);  // the survivor, before its first call
+#endif
   Rng rng(seed ^ 0xc0ffee);
-  KillLoop loop(c.shm ? Auto() : ForceTcp(), seed);
+  KillLoop loop(c.shm ? FastEnv() : ForceTcp(), seed);
   ASSERT_NO_FATAL_FAILURE(loop.Listen());
 
   // Warm-up, unkilled: starts the survivor's watcher thread and measures a
@@ -372,6 +412,7 @@ TEST_P(KillLoopTest, SurvivorSeesEofOrResetAndNothingLeaks) {
   ASSERT_FALSE(HasFailure());
   const int fds_before = CountFds();
   const int maps_before = CountShmMappings();
+  const int64_t registered_before = RegisteredBytes();
 
   const int64_t start = MonotonicNs();
   for (uint64_t i = 0; i < iterations && !HasFailure(); ++i) {
@@ -402,21 +443,28 @@ TEST_P(KillLoopTest, SurvivorSeesEofOrResetAndNothingLeaks) {
   // Descriptors and mappings: back to their level (the watcher may still be
   // dropping a dead connection for a moment).
   int fds_after = 0, maps_after = 0;
+  int64_t registered_after = 0;
   for (int tries = 0; tries < 200; ++tries) {
     fds_after = CountFds();
     maps_after = CountShmMappings();
-    if (fds_after <= fds_before && maps_after <= maps_before) break;
+    registered_after = RegisteredBytes();
+    if (fds_after <= fds_before && maps_after <= maps_before &&
+        registered_after <= registered_before) {
+      break;
+    }
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_LE(fds_after, fds_before) << "descriptors leaked by the survivor";
   EXPECT_LE(maps_after, maps_before) << "segment mappings leaked by the survivor";
+  EXPECT_LE(registered_after, registered_before) << "registered RDMA memory leaked";
 
   // A new pair of processes connects (and its offer sweeps dead names).
-  PairResult pair = RunPair({.args = {"sink"}, .env = c.shm ? Auto() : ForceTcp()},
-                            {.args = {"source", "1048576", "7"}, .env = c.shm ? Auto() : ForceTcp()},
+  const Env env = c.shm ? FastEnv() : ForceTcp();
+  PairResult pair = RunPair({.args = {"sink", "--host", Host()}, .env = env},
+                            {.args = {"source", "1048576", "7", "--host", Host()}, .env = env},
                             20s);
   ASSERT_EQ(pair.error, "");
-  EXPECT_TRUE(TookPath(pair.client, c.shm ? "shm" : "tcp", c.shm ? "" : "disabled_by_config"))
+  EXPECT_TRUE(TookPath(pair.client, c.shm ? kFastPath : "tcp", c.shm ? "" : "disabled_by_config"))
       << pair.client.Describe();
   EXPECT_TRUE(DataIntact(pair.client, pair.server, 1048576, StreamSha256Hex(7, 1048576)));
 
@@ -431,6 +479,7 @@ TEST_P(KillLoopTest, SurvivorSeesEofOrResetAndNothingLeaks) {
 // inside the kernel's connect (here: held there by a full accept queue) when
 // it dies.  Nobody will claim or revoke that offer; the next process that
 // offers a connection must sweep it.
+#ifndef VSOCKET_KILL_LOOP_RDMA
 TEST(KillLoop, ClientKilledInsideConnectLeavesNoSegmentBehind) {
   int lfd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(lfd, 0);
@@ -475,8 +524,10 @@ TEST(KillLoop, ClientKilledInsideConnectLeavesNoSegmentBehind) {
   EXPECT_TRUE(left.empty()) << "the dead client's offer is still there: " << left.front();
 }
 
+#endif  // !VSOCKET_KILL_LOOP_RDMA
+
 INSTANTIATE_TEST_SUITE_P(Transports, KillLoopTest,
-                         testing::Values(LoopCase{"shm", true, 1}, LoopCase{"tcp", false, 5}),
+                         testing::Values(LoopCase{kFastPath, true, 1}, LoopCase{"tcp", false, 5}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
 }  // namespace
