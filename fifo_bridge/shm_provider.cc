@@ -65,6 +65,7 @@ class ShmPendingConnection final : public PendingConnection {
       return nullptr;  // the transport's destructor closes what it owns
     }
     transport->set_user_fd(fd);
+    transport->StartWatching();
     *reason = FallbackReason::kNone;
     return transport;
   }

@@ -294,7 +294,11 @@ class KillLoop {
       path = vsocket_transport_name(fd);
       vsocket_fcntl(fd, F_SETFL, O_NONBLOCK);
       RunExchange(fd, pid, kill_ns, &x);
-      EXPECT_EQ(vsocket_close(fd), 0);
+    }
+    const std::string reason = fd >= 0 ? vsocket_fallback_reason(fd) : "";
+    if (fd >= 0) {
+      EXPECT_EQ(vsocket_close(fd), 0) << strerrorname_np(errno) << " path " << path
+                                      << " reason " << reason << " " << x.failure;
     }
     if (killer.joinable()) killer.join();
     PeerResult r = Finish(*victim.child, 5s);
@@ -304,7 +308,7 @@ class KillLoop {
     SCOPED_TRACE("victim " + std::string(role == VictimRole::kClient ? "client" : "server") +
                  " pid " + std::to_string(pid) + " seed " + std::to_string(seed) + " bytes " +
                  std::to_string(victim_bytes) + " kill after " +
-                 std::to_string(kill_after_ns / 1000) + " us; path " + path + "; survivor got " +
+                 std::to_string(kill_after_ns / 1000) + " us; path " + path + " " + reason + "; survivor got " +
                  std::to_string(x.received) + " sent " + std::to_string(x.sent) + " end " +
                  x.end + "\n" + r.Describe());
     EXPECT_EQ(x.failure, "");
@@ -432,9 +436,9 @@ TEST_P(KillLoopTest, SurvivorSeesEofOrResetAndNothingLeaks) {
   const int64_t elapsed_ms = (MonotonicNs() - start) / 1'000'000;
   loop.Unlisten();
   std::printf("kill loop %s: %lld ms; killed %d, lived %d, never connected %d; "
-              "survivor saw eof %d, reset %d; shm %d, tcp %d; slowest detection %lld ms\n",
+              "survivor saw eof %d, reset %d; %s %d, tcp %d; slowest detection %lld ms\n",
               c.name, static_cast<long long>(elapsed_ms), tally.killed, tally.finished,
-              tally.never_connected, tally.eof, tally.reset, tally.shm, tally.tcp,
+              tally.never_connected, tally.eof, tally.reset, kFastPath, tally.shm, tally.tcp,
               static_cast<long long>(tally.max_detect_ns / 1'000'000));
   RecordProperty("killed", tally.killed);
   RecordProperty("max_detect_ms", static_cast<int>(tally.max_detect_ns / 1'000'000));
