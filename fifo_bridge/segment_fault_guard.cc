@@ -46,6 +46,12 @@ uintptr_t ParseHex(const char** p) {
   }
 }
 
+// Skips the blanks before a field, then the field.
+void SkipField(const char** p) {
+  while (**p == ' ') ++*p;
+  while (**p && **p != ' ') ++*p;
+}
+
 // One /proc/self/maps line: "start-end perms offset dev inode   path".
 // True when it is a segment mapping (offset 0, our path) holding `addr`.
 bool IsSegmentLineFor(const char* line, uintptr_t addr, uintptr_t* start,
@@ -55,16 +61,11 @@ bool IsSegmentLineFor(const char* line, uintptr_t addr, uintptr_t* start,
   if (*p++ != '-') return false;
   *end = ParseHex(&p);
   if (addr < *start || addr >= *end) return false;
-  for (int field = 0; field < 1; ++field) {  // skip perms
-    while (*p == ' ') ++p;
-    while (*p && *p != ' ') ++p;
-  }
+  SkipField(&p);  // perms
   while (*p == ' ') ++p;
   if (ParseHex(&p) != 0) return false;  // offset
-  for (int field = 0; field < 2; ++field) {  // skip dev, inode
-    while (*p == ' ') ++p;
-    while (*p && *p != ' ') ++p;
-  }
+  SkipField(&p);  // dev
+  SkipField(&p);  // inode
   while (*p == ' ') ++p;
   return std::strncmp(p, kSegmentPathPrefix, sizeof(kSegmentPathPrefix) - 1) == 0;
 }
@@ -95,12 +96,14 @@ bool FindSegmentMapping(uintptr_t addr, uintptr_t* start, uintptr_t* end) {
 }
 
 void Chain(int sig, siginfo_t* info, void* context) {
-  if (g_previous.sa_flags & SA_SIGINFO) {
-    if (g_previous.sa_sigaction) g_previous.sa_sigaction(sig, info, context);
-    return;
-  }
+  // sa_handler and sa_sigaction share storage: SIG_DFL/SIG_IGN whatever
+  // the flags say.
   if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
-    g_previous.sa_handler(sig);
+    if (g_previous.sa_flags & SA_SIGINFO) {
+      g_previous.sa_sigaction(sig, info, context);
+    } else {
+      g_previous.sa_handler(sig);
+    }
     return;
   }
   bool sent = info->si_code <= 0;  // kill(), sigqueue(): not a fault

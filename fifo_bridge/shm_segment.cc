@@ -67,7 +67,7 @@ bool IsStale(const std::string& path) {
 bool HasRoomFor(int fd, size_t bytes) {
   struct statvfs vfs;
   if (::fstatvfs(fd, &vfs) != 0 || vfs.f_blocks == 0) return true;
-  return static_cast<unsigned __int128>(vfs.f_bavail) * vfs.f_frsize >= bytes;
+  return vfs.f_frsize == 0 || vfs.f_bavail >= (bytes + vfs.f_frsize - 1) / vfs.f_frsize;
 }
 
 int64_t MonotonicSeconds() {
