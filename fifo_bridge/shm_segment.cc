@@ -63,7 +63,8 @@ bool IsStale(const std::string& path) {
 // whoever touched it.  An offer is made only while /dev/shm has room for
 // the whole segment (a tmpfs mounted without a size limit reports no
 // blocks).  This cannot reserve the room: a /dev/shm that fills up after
-// the connection started is not covered (docs/ROBUSTNESS.md).
+// the connection started is the segment fault guard's to handle
+// (segment_fault_guard.h).
 bool HasRoomFor(int fd, size_t bytes) {
   struct statvfs vfs;
   if (::fstatvfs(fd, &vfs) != 0 || vfs.f_blocks == 0) return true;
@@ -81,7 +82,7 @@ int64_t MonotonicSeconds() {
 constexpr time_t kIncompleteOfferAgeS = 10;
 constexpr int64_t kSweepIntervalS = 10;
 
-// The file at `path`, open as `fd`, is an offer whose client is gone.
+// The file open as `fd` is an offer whose client is gone.
 bool IsDeadOffer(int fd) {
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
