@@ -33,8 +33,9 @@ int64_t RingProducer::FreeSpace() const {
   uint64_t tail = control_->tail.load(std::memory_order_acquire);
   uint64_t used = OwnHead() - tail;  // wraps to a huge value if tail > head
   if (used > capacity_) return kCorrupt;
-  if (used >= limit_) return 0;
-  return static_cast<int64_t>(limit_ - used);
+  uint64_t limit = limit_.load(std::memory_order_relaxed);
+  if (used >= limit) return 0;
+  return static_cast<int64_t>(limit - used);
 }
 
 int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {

@@ -40,9 +40,10 @@ class RingProducer {
   // the whole ring).  Bytes already beyond a lowered window stay; nothing
   // more is written until the consumer is below it.
   void set_window(uint64_t bytes) {
-    limit_ = (bytes == 0 || bytes > capacity_) ? capacity_ : bytes;
+    limit_.store((bytes == 0 || bytes > capacity_) ? capacity_ : bytes,
+                 std::memory_order_relaxed);
   }
-  uint64_t window() const { return limit_; }
+  uint64_t window() const { return limit_.load(std::memory_order_relaxed); }
 
   // Copies as many bytes as fit from the iovec array, starting `skip` bytes
   // into it, then publishes the new head (release).  Returns the number of
@@ -56,7 +57,9 @@ class RingProducer {
   RingControl* control_;
   uint8_t* data_;
   uint64_t capacity_;
-  uint64_t limit_;  // the window: at most this many bytes unconsumed
+  // The window: at most this many bytes unconsumed.  Set by the sender
+  // (send lock), read without it by the liveness watcher (FreeSpace).
+  std::atomic<uint64_t> limit_;
   // Written by the producer (the holder of the send lock); other threads
   // (poll, the liveness watcher) may read it without the lock, hence the
   // relaxed atomic accesses.
