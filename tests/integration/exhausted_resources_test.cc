@@ -48,6 +48,18 @@
 namespace vsocket_test {
 namespace {
 
+#ifdef VSOCKET_EXHAUSTED_RDMA
+// The guest's rxe address; "" outside the RDMA guest.
+std::string Host() {
+  const char* ip = getenv("VSOCKET_RDMA_SELF_IP");
+  return ip && *ip ? ip : "";
+}
+Env FastEnv() { return {{"VSOCKET_TRANSPORT", "rdma"}}; }
+#else
+std::string Host() { return "127.0.0.1"; }
+Env FastEnv() { return Auto(); }
+#endif
+
 constexpr uint64_t kBytes = 4 << 20;
 constexpr uint64_t kSeed = 0x5eed, kReplySeed = 0x4e91;
 
@@ -55,7 +67,7 @@ constexpr uint64_t kSeed = 0x5eed, kReplySeed = 0x4e91;
 struct End {
   std::vector<std::string> launcher;
   bool plain = false;
-  Env env = Auto();
+  Env env = FastEnv();
 };
 
 std::unique_ptr<Child> Spawn(const End& end, const std::vector<std::string>& role_and_mode,
@@ -83,8 +95,8 @@ Outcome RunEnds(const End& server, const End& client) {
   std::string error;
   std::unique_ptr<Child> s = Spawn(
       server,
-      {"server", "--port", "0", "sink", "--reply-bytes", std::to_string(kBytes), "--reply-seed",
-       std::to_string(kReplySeed)},
+      {"server", "--host", Host(), "--port", "0", "sink", "--reply-bytes", std::to_string(kBytes),
+       "--reply-seed", std::to_string(kReplySeed)},
       &error);
   EXPECT_TRUE(s) << error;
   if (!s) return o;
@@ -93,7 +105,9 @@ Outcome RunEnds(const End& server, const End& client) {
   if (!port_line) return o;
   const std::string port = std::to_string(ParseRecords(*port_line).at(0).Int("port"));
   std::unique_ptr<Child> c = Spawn(
-      client, {"client", "--port", port, "source", std::to_string(kBytes), std::to_string(kSeed)},
+      client,
+      {"client", "--host", Host(), "--port", port, "source", std::to_string(kBytes),
+       std::to_string(kSeed)},
       &error);
   EXPECT_TRUE(c) << error;
   if (!c) return o;
@@ -115,6 +129,29 @@ void ExpectKernelReferenceWorks(End server, End client) {
 }
 
 class ExhaustedResources : public testing::Test {};
+
+#ifdef VSOCKET_EXHAUSTED_RDMA
+// RLIMIT_MEMLOCK too low to register a connection's rings (and CAP_IPC_LOCK
+// dropped, or root would not be bound by it).
+std::vector<std::string> LowMemlock() { return {"--memlock", std::to_string(64 << 10)}; }
+
+TEST_F(ExhaustedResources, RdmaClientUnderLowMemlockFallsBackToTcp) {
+  if (Host().empty()) GTEST_SKIP() << "VSOCKET_RDMA_SELF_IP is not set (not in the RDMA guest)";
+  End server, client{.launcher = LowMemlock()};
+  ExpectKernelReferenceWorks(server, client);
+  Outcome o = RunEnds(server, client);
+  EXPECT_TRUE(TookPath(o.client, "tcp", "rdma_memory_limit")) << o.client.Describe();
+}
+
+TEST_F(ExhaustedResources, RdmaServerUnderLowMemlockFallsBackToTcp) {
+  if (Host().empty()) GTEST_SKIP() << "VSOCKET_RDMA_SELF_IP is not set (not in the RDMA guest)";
+  End server{.launcher = LowMemlock()}, client;
+  ExpectKernelReferenceWorks(server, client);
+  Outcome o = RunEnds(server, client);
+  EXPECT_TRUE(TookPath(o.server, "tcp", "rdma_memory_limit")) << o.server.Describe();
+  EXPECT_EQ(o.client.One("done").Get("path"), "tcp") << o.client.Describe();
+}
+#else
 
 // /dev/shm with no room for a segment: the client cannot offer.
 TEST_F(ExhaustedResources, DevShmFullFallsBackToTcp) {
@@ -242,6 +279,8 @@ TEST_F(ExhaustedResources, MemfdCreateDeniedStillUsesSharedMemory) {
   EXPECT_TRUE(TookPath(o.client, "shm", "")) << o.client.Describe();
   EXPECT_TRUE(TookPath(o.server, "shm", "")) << o.server.Describe();
 }
+
+#endif  // VSOCKET_EXHAUSTED_RDMA
 
 }  // namespace
 }  // namespace vsocket_test

@@ -1,16 +1,21 @@
 // vsocket_limit_launcher: runs a program with one resource taken away, for
 // exhausted_resources_test.cc.
 //
-//   vsocket_limit_launcher [--as-extra BYTES] [--deny-memfd] -- PROGRAM ARGS...
+//   vsocket_limit_launcher [--as-extra BYTES] [--deny-memfd]
+//                          [--memlock BYTES] -- PROGRAM ARGS...
 //
 //   --as-extra BYTES  RLIMIT_AS = this launcher's own address space (which a
 //                     program linking libvsocket roughly shares) + BYTES, so
 //                     a program runs but a large mapping fails with ENOMEM
 //   --deny-memfd      a seccomp filter makes memfd_create fail with EPERM
 //                     (as a sandbox that forbids it would)
+//   --memlock BYTES   RLIMIT_MEMLOCK = BYTES, and CAP_IPC_LOCK dropped from
+//                     the bounding set so that root's program obeys it
+//                     (RDMA memory registration)
 // Exit: the program's (exec), 127 if it could not be started.
 #include <errno.h>
 #include <linux/audit.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -73,6 +78,14 @@ int main(int argc, char** argv) {
       lim.rlim_cur = lim.rlim_max = OwnAddressSpace() + std::strtoull(argv[++i], nullptr, 0);
       if (setrlimit(RLIMIT_AS, &lim) != 0) {
         std::perror("vsocket_limit_launcher: setrlimit");
+        return 127;
+      }
+    } else if (std::strcmp(argv[i], "--memlock") == 0 && i + 1 < argc) {
+      rlimit lim{};
+      lim.rlim_cur = lim.rlim_max = std::strtoull(argv[++i], nullptr, 0);
+      if (setrlimit(RLIMIT_MEMLOCK, &lim) != 0 ||
+          (prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK, 0, 0, 0) != 0 && errno != EPERM)) {
+        std::perror("vsocket_limit_launcher: memlock");
         return 127;
       }
     } else {
