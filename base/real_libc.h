@@ -22,11 +22,20 @@ namespace vsocket::sys {
 // The definition of `name` in the libraries after this one, resolved once
 // and cached in *cache; nullptr if there is none.  dlsym may allocate but
 // never calls a socket function, so this is safe inside an interposed call.
+// Under ThreadSanitizer (VSOCKET_TSAN; never the interposer, which is built
+// uninstrumented) the lookup starts at the global scope instead, so that
+// vsocket's own open/close/dup reach TSan's interceptors: RTLD_NEXT skipped
+// them, and TSan then saw a descriptor number reused by another thread
+// without its close, and reported a race on it.
 template <typename Fn>
 Fn NextSymbol(std::atomic<Fn>* cache, const char* name) {
   Fn fn = cache->load(std::memory_order_acquire);
   if (!fn) {
+#if defined(__SANITIZE_THREAD__)
+    fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, name));
+#else
     fn = reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
+#endif
     if (fn) cache->store(fn, std::memory_order_release);
   }
   return fn;

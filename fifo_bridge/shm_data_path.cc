@@ -166,6 +166,11 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
       ResetConnection("peer published an impossible producer index");
       return ResetOutcome(/*sending=*/false);
     }
+    // Pages lost during the copy (segment_fault_guard.h) read as zeros and
+    // leave RESET behind: those zeros are not data.
+    if (n > 0 && (rx_->flags.load(std::memory_order_acquire) & kReset)) {
+      return ResetOutcome(/*sending=*/false);
+    }
     if (n > 0) {
       if (!peek) {
         StatsBytesReceivedSerialised(live_slot(), kShmKind, static_cast<uint64_t>(n));

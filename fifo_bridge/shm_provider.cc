@@ -70,6 +70,7 @@ class ShmPendingConnection final : public PendingConnection {
     }
     transport->set_user_fd(fd);
     if (hand_out_) transport->KeepOfferHandOut(std::move(hand_out_));
+    transport->StartWatching();
     *reason = FallbackReason::kNone;
     return transport;
   }
@@ -171,6 +172,12 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
       *decline = {FallbackReason::kUidMismatch, true};
     } else if (err == -ENOENT) {
       *decline = {FallbackReason::kPeerNotVsocket, false};  // no offer here
+    } else if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
+      // A good offer we have no room to map (RLIMIT_AS, descriptors).
+      VSOCKET_LOG(kInfo, "declining the offer %s: %s", key.c_str(),
+                  strerror(-err));
+      Doorbell::DeclineOffer(key);
+      *decline = {ReasonForSetupError(err), true};
     } else {
       // Another user's segment (nginx workers under their own uid), or a
       // bad one: the client must not wait for its claim timeout.

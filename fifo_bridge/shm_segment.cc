@@ -1,14 +1,19 @@
 #include "fifo_bridge/shm_segment.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <ctime>
 #include "base/real_libc.h"
+#include "fifo_bridge/segment_fault_guard.h"
 
 namespace vsocket::fifo {
 
@@ -37,6 +42,11 @@ int EnsurePrivateDirectory(const std::string& dir) {
   return 0;
 }
 
+bool ProcessIsGone(uint32_t pid) {
+  pid_t owner = static_cast<pid_t>(pid);
+  return owner <= 0 || (::kill(owner, 0) != 0 && errno == ESRCH);
+}
+
 // A name left behind by a process that no longer exists may be reused.
 bool IsStale(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -45,11 +55,72 @@ bool IsStale(const std::string& path) {
   ssize_t n = ::pread(fd, &header, sizeof(header), 0);
   sys::close(fd);
   if (n != static_cast<ssize_t>(sizeof(header))) return true;
-  pid_t owner = static_cast<pid_t>(header.client_pid);
-  return owner <= 0 || (::kill(owner, 0) != 0 && errno == ESRCH);
+  return ProcessIsGone(header.client_pid);
+}
+
+// The file is sparse: its pages are allocated as data first passes through
+// them, and a page the file system cannot allocate then is a SIGBUS in
+// whoever touched it.  An offer is made only while /dev/shm has room for
+// the whole segment (a tmpfs mounted without a size limit reports no
+// blocks).  This cannot reserve the room: a /dev/shm that fills up after
+// the connection started is the segment fault guard's to handle
+// (segment_fault_guard.h).
+bool HasRoomFor(int fd, size_t bytes) {
+  struct statvfs vfs;
+  if (::fstatvfs(fd, &vfs) != 0 || vfs.f_blocks == 0) return true;
+  return vfs.f_frsize == 0 || vfs.f_bavail >= (bytes + vfs.f_frsize - 1) / vfs.f_frsize;
+}
+
+int64_t MonotonicSeconds() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return ts.tv_sec;
+}
+
+// A file still being initialised by a live client has no magic yet; only
+// one this old without it is taken for the remains of a dead one.
+constexpr time_t kIncompleteOfferAgeS = 10;
+constexpr int64_t kSweepIntervalS = 10;
+
+// The file open as `fd` is an offer whose client is gone.
+bool IsDeadOffer(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    return false;
+  }
+  SegmentHeader header;
+  ssize_t n = ::pread(fd, &header, sizeof(header), 0);
+  if (n == static_cast<ssize_t>(sizeof(header)) && header.magic == kSegmentMagic) {
+    return ProcessIsGone(header.client_pid);
+  }
+  return ::time(nullptr) - st.st_mtime > kIncompleteOfferAgeS;
 }
 
 }  // namespace
+
+size_t SweepDeadOffers() {
+  std::string dir = Directory();
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  size_t removed = 0;
+  while (struct dirent* entry = ::readdir(d)) {
+    if (entry->d_name[0] == '.') continue;
+    std::string path = dir + "/" + entry->d_name;
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat opened, named;
+    // Unlink only the file we looked at, not a live offer that reclaimed
+    // the name since.
+    if (IsDeadOffer(fd) && ::fstat(fd, &opened) == 0 &&
+        ::lstat(path.c_str(), &named) == 0 && opened.st_ino == named.st_ino &&
+        opened.st_dev == named.st_dev && ::unlink(path.c_str()) == 0) {
+      ++removed;
+    }
+    sys::close(fd);
+  }
+  ::closedir(d);
+  return removed;
+}
 
 size_t SegmentBytes(uint64_t capacity) {
   return kSegmentHeaderBytes + 2 * RingStride(capacity);
@@ -80,6 +151,7 @@ uint8_t* ShmSegment::data(Direction d) const {
 int ShmSegment::MapFile(int fd, uint64_t capacity,
                         std::unique_ptr<ShmSegment>* out) {
   size_t bytes = SegmentBytes(capacity);
+  InstallSegmentFaultGuard();  // a lost page is a reset, not a SIGBUS
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return -errno;
   std::unique_ptr<ShmSegment> segment(new ShmSegment());
@@ -97,6 +169,16 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   if (!IsValidCapacity(capacity)) return -EINVAL;
   std::string dir = Directory();
   if (int err = EnsurePrivateDirectory(dir)) return err;
+  // Offers of clients that died before a claim or a revoke (e.g. killed
+  // inside connect) have nobody left to unlink them: the first offer of
+  // each process, then one every kSweepIntervalS, removes them.
+  static std::atomic<int64_t> next_sweep_s{0};
+  int64_t now_s = MonotonicSeconds();
+  int64_t due = next_sweep_s.load(std::memory_order_relaxed);
+  if (now_s >= due && next_sweep_s.compare_exchange_strong(
+                          due, now_s + kSweepIntervalS, std::memory_order_relaxed)) {
+    SweepDeadOffers();
+  }
   std::string path = dir + "/" + key;
   int fd = -1;
   for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
@@ -109,7 +191,9 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   }
   if (fd < 0) return -EADDRINUSE;
   int err = 0;
-  if (::ftruncate(fd, static_cast<off_t>(SegmentBytes(capacity))) != 0) {
+  if (!HasRoomFor(fd, SegmentBytes(capacity))) {
+    err = -ENOSPC;
+  } else if (::ftruncate(fd, static_cast<off_t>(SegmentBytes(capacity))) != 0) {
     err = -errno;
   } else {
     err = MapFile(fd, capacity, out);

@@ -7,7 +7,8 @@
 // it, and unlinks the name.  From then on the memory lives exactly as long as
 // either side keeps it mapped.  A client whose offer is never claimed unlinks
 // the name itself.  Names left by crashed processes are reclaimed (their pid
-// no longer exists).
+// no longer exists): by the next client that wants the same name, and by
+// SweepDeadOffers() at the next offer of any process of the user.
 //
 // The header is untrusted once the segment is shared: each side copies and
 // validates the fields it needs at open time and never re-reads them.
@@ -119,6 +120,14 @@ class ShmSegment {
   uint64_t capacity_ = 0;
   SegmentHeader* header_ = nullptr;
 };
+
+// Unlinks the files in this user's directory whose client is gone: a valid
+// header naming a pid that no longer exists, or a file older than 10 s that
+// never got its magic.  Returns how many were removed.  CreateOffer calls it
+// (the first offer of a process, then at most every 10 s).  Like the
+// stale-name reclaim, it assumes every process of the user that shares
+// /dev/shm shares the pid namespace.
+size_t SweepDeadOffers();
 
 // Total bytes of a segment whose rings hold `capacity` bytes each.
 size_t SegmentBytes(uint64_t capacity);

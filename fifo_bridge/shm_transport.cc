@@ -36,16 +36,21 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
   std::unique_ptr<ShmTransport> t =
       Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
                tcp_fd, claim_deadline_ns, /*claimed=*/!client);
-  if (client) {
-    // Watch from the start: before the claim, bytes or EOF on TCP mean the
-    // listener was a plain program (CheckLiveness revokes the offer).
-    WatchLiveness(tcp_fd, t.get());
-    t->watched_ = true;
-    // The claim deadline holds even while the application only sleeps.
-    WatchDeadline(t.get(), claim_deadline_ns);
-  }
-  WatchSink(t->doorbell_->sink_fd(), t.get());
+  if (!client) WatchSink(t->doorbell_->sink_fd(), t.get());
   return t;
+}
+
+void ShmTransport::StartWatching() {
+  // Watch from the start: before the claim, bytes or EOF on TCP mean the
+  // listener was a plain program or died (CheckLiveness revokes the offer).
+  // Not from inside Create(): a revoke that ran before the wait socket was
+  // on the user's number dup'ed TCP onto the private number, which the
+  // install then closed under the successor (EBADF; found by the kill loop).
+  WatchLiveness(tcp_fd_, this);
+  watched_ = true;
+  // The claim deadline holds even while the application only sleeps.
+  WatchDeadline(this, claim_deadline_ns_);
+  WatchSink(doorbell_->sink_fd(), this);
 }
 
 std::unique_ptr<ShmTransport> ShmTransport::Assemble(

@@ -50,10 +50,17 @@ class ShmTransport final : public Transport,
   // Takes ownership of everything.  `tcp_fd` is the liveness connection (not
   // the user's descriptor).  For a client, the offer is still unclaimed.
   // Returns nullptr with errno on failure (nothing is released then).
+  // A server's transport is watched (sink) from here on; a client's only
+  // after StartWatching().
   static std::unique_ptr<ShmTransport> Create(
       Role role, std::unique_ptr<ShmSegment> segment,
       std::unique_ptr<Doorbell> doorbell, int tcp_fd,
       int64_t claim_deadline_ns);
+  // Client: hands the transport to the liveness watcher (TCP liveness, the
+  // claim deadline, the sink).  REQUIRES: set_user_fd() was called: the
+  // watcher may revoke the offer at once and put the TCP socket on the
+  // user's number (RetireHere), which it must find there.
+  void StartWatching();
   ~ShmTransport() override;
 
   // The user's descriptor (the doorbell's wait socket).  The socket layer

@@ -38,12 +38,20 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
     msg.msg_iovlen = 1;
     r = RecvMsg(&msg, MSG_PEEK | (flags & MSG_DONTWAIT), io);
     if (r <= 0 || MovedTo()) break;
-    SideLock lock(&side_->recv_lock);
     const uint8_t* view = nullptr;
-    int64_t n = consumer_->Contiguous(&view);
+    int64_t n;
+    {
+      // Not held while taking inplace_mu_ below: ReleaseInPlace takes
+      // inplace_mu_, then this lock (the order ThreadSanitizer checks).
+      // The bytes stay put without it: only a consumer moves the tail.
+      SideLock lock(&side_->recv_lock);
+      n = consumer_->Contiguous(&view);
+      if (n == kCorrupt) {
+        ResetConnection("peer published an impossible producer index");
+        r = ResetOutcome(/*sending=*/false);
+      }
+    }
     if (n == kCorrupt) {
-      ResetConnection("peer published an impossible producer index");
-      r = ResetOutcome(/*sending=*/false);
       if (r < 0) {
         errno = static_cast<int>(-r);
         r = -1;

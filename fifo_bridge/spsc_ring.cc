@@ -39,9 +39,10 @@ uint64_t IovBytesAfter(const struct iovec* iov, int iovcnt, size_t skip) {
 int64_t RingProducer::FreeSpace() const {
   uint64_t seen = seen_tail_.load(std::memory_order_acquire);
   if (seen != kNotRead) {
-    uint64_t used = *own_head_ - seen;
-    if (used < limit_ && limit_ - used >= limit_ / 2)
-      return static_cast<int64_t>(limit_ - used);
+    uint64_t used = OwnHead() - seen;
+    uint64_t limit = limit_.load(std::memory_order_relaxed);
+    if (used < limit && limit - used >= limit / 2)
+      return static_cast<int64_t>(limit - used);
   }
   return FreeSpaceNow();
 }
@@ -49,10 +50,11 @@ int64_t RingProducer::FreeSpace() const {
 int64_t RingProducer::FreeSpaceNow() const {
   uint64_t tail = control_->tail.load(std::memory_order_acquire);
   seen_tail_.store(tail, std::memory_order_release);
-  uint64_t used = *own_head_ - tail;  // wraps to a huge value if tail > head
+  uint64_t used = OwnHead() - tail;  // wraps to a huge value if tail > head
   if (used > capacity_) return kCorrupt;
-  if (used >= limit_) return 0;
-  return static_cast<int64_t>(limit_ - used);
+  uint64_t limit = limit_.load(std::memory_order_relaxed);
+  if (used >= limit) return 0;
+  return static_cast<int64_t>(limit - used);
 }
 
 int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
@@ -61,7 +63,7 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
   if (space > 0 && static_cast<uint64_t>(space) < IovBytesAfter(iov, iovcnt, skip))
     space = FreeSpaceNow();
   if (space <= 0) return space;
-  uint64_t head = *own_head_;
+  uint64_t head = OwnHead();
   uint64_t mask = capacity_ - 1;
   uint64_t copied = ForEachIovSpan(
       iov, iovcnt, skip, static_cast<uint64_t>(space),
@@ -76,7 +78,7 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
         }
       });
   if (copied > 0) {
-    *own_head_ = head;
+    std::atomic_ref<uint64_t>(*own_head_).store(head, std::memory_order_relaxed);
     control_->head.store(head, std::memory_order_release);
   }
   return static_cast<int64_t>(copied);
@@ -85,7 +87,7 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
 int64_t RingConsumer::Available() const {
   uint64_t seen = seen_head_.load(std::memory_order_acquire);
   if (seen != kNotRead) {
-    uint64_t avail = seen - *own_tail_;
+    uint64_t avail = seen - OwnTail();
     if (avail != 0 && avail <= capacity_) return static_cast<int64_t>(avail);
   }
   return AvailableNow();
@@ -94,7 +96,7 @@ int64_t RingConsumer::Available() const {
 int64_t RingConsumer::AvailableNow() const {
   uint64_t head = control_->head.load(std::memory_order_acquire);
   seen_head_.store(head, std::memory_order_release);
-  uint64_t avail = head - *own_tail_;  // wraps to a huge value if head < tail
+  uint64_t avail = head - OwnTail();  // wraps to a huge value if head < tail
   if (avail > capacity_) return kCorrupt;
   return static_cast<int64_t>(avail);
 }
@@ -106,7 +108,7 @@ int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
   if (avail > 0 && static_cast<uint64_t>(avail) < IovBytesAfter(iov, iovcnt, skip))
     avail = AvailableNow();
   if (avail <= 0) return avail;
-  uint64_t tail = *own_tail_;
+  uint64_t tail = OwnTail();
   uint64_t mask = capacity_ - 1;
   uint64_t copied = ForEachIovSpan(
       iov, iovcnt, skip, static_cast<uint64_t>(avail),
@@ -121,7 +123,7 @@ int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
         }
       });
   if (copied > 0 && !peek) {
-    *own_tail_ = tail;
+    std::atomic_ref<uint64_t>(*own_tail_).store(tail, std::memory_order_relaxed);
     control_->tail.store(tail, std::memory_order_release);
   }
   return static_cast<int64_t>(copied);
@@ -131,15 +133,16 @@ int64_t RingConsumer::Discard(uint64_t len) {
   int64_t avail = Available();
   if (avail <= 0) return avail;
   uint64_t take = std::min<uint64_t>(len, static_cast<uint64_t>(avail));
-  *own_tail_ += take;
-  control_->tail.store(*own_tail_, std::memory_order_release);
+  uint64_t tail = OwnTail() + take;
+  std::atomic_ref<uint64_t>(*own_tail_).store(tail, std::memory_order_relaxed);
+  control_->tail.store(tail, std::memory_order_release);
   return static_cast<int64_t>(take);
 }
 
 int64_t RingConsumer::Contiguous(const uint8_t** data) const {
   int64_t avail = AvailableNow();  // the in-place view: as long as it can be
   if (avail <= 0) return avail;
-  uint64_t pos = *own_tail_ & (capacity_ - 1);
+  uint64_t pos = OwnTail() & (capacity_ - 1);
   *data = data_ + pos;
   return static_cast<int64_t>(
       std::min<uint64_t>(static_cast<uint64_t>(avail), capacity_ - pos));

@@ -49,9 +49,10 @@ class RingProducer {
   // the whole ring).  Bytes already beyond a lowered window stay; nothing
   // more is written until the consumer is below it.
   void set_window(uint64_t bytes) {
-    limit_ = (bytes == 0 || bytes > capacity_) ? capacity_ : bytes;
+    limit_.store((bytes == 0 || bytes > capacity_) ? capacity_ : bytes,
+                 std::memory_order_relaxed);
   }
-  uint64_t window() const { return limit_; }
+  uint64_t window() const { return limit_.load(std::memory_order_relaxed); }
 
   // Copies as many bytes as fit from the iovec array, starting `skip` bytes
   // into it, then publishes the new head (release).  Returns the number of
@@ -65,7 +66,15 @@ class RingProducer {
   RingControl* control_;
   uint8_t* data_;
   uint64_t capacity_;
-  uint64_t limit_;  // the window: at most this many bytes unconsumed
+  // The window: at most this many bytes unconsumed.  Set by the sender
+  // (send lock), read without it by the liveness watcher (FreeSpace).
+  std::atomic<uint64_t> limit_;
+  // Written by the producer (the holder of the send lock); other threads
+  // (poll, the liveness watcher) may read it without the lock, hence the
+  // relaxed atomic accesses.
+  uint64_t OwnHead() const {
+    return std::atomic_ref<uint64_t>(*own_head_).load(std::memory_order_relaxed);
+  }
   uint64_t* own_head_;
   // The consumer's tail as last read (acquire, then published release so
   // that another thread using it inherits the ordering), or kNotRead.
@@ -114,6 +123,13 @@ class RingConsumer {
   RingControl* control_;
   uint8_t* data_;
   uint64_t capacity_;
+  // Written by the consumer (the holder of the receive lock); other threads
+  // (poll, the liveness watcher's LiftPeerWriterBlock) read it without the
+  // lock, hence the relaxed atomic accesses (plain moves on x86-64 and
+  // arm64; found by ThreadSanitizer).
+  uint64_t OwnTail() const {
+    return std::atomic_ref<uint64_t>(*own_tail_).load(std::memory_order_relaxed);
+  }
   uint64_t* own_tail_;
   // The producer's head as last read, as seen_tail_ above.
   mutable std::atomic<uint64_t> seen_head_{kNotRead};

@@ -24,6 +24,7 @@
 
 #include "preload/preload_internal.h"
 #include "base/real_libc.h"
+#include "fifo_bridge/segment_fault_guard.h"
 #include "vsocket/signal_restart.h"
 
 namespace {
@@ -55,6 +56,12 @@ std::atomic<bool> g_interrupting[_NSIG];
 
 void Trampoline(int sig, siginfo_t* info, void* context) {
   int saved = errno;
+  // A SIGBUS from a shared segment that lost its pages is vsocket's to
+  // handle (fifo_bridge/segment_fault_guard.h), before the program's.
+  if (sig == SIGBUS && vsocket::fifo::RecoverSegmentFault(info)) {
+    errno = saved;
+    return;
+  }
   int flags = g_handlers[sig].flags.load(std::memory_order_acquire);
   void* function = g_handlers[sig].function.load(std::memory_order_acquire);
   vsocket::NoteSignalDelivery((flags & SA_RESTART) != 0);

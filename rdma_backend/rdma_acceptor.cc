@@ -24,7 +24,14 @@
 #include "vsocket/wait.h"
 
 namespace vsocket::rdma {
+
 namespace {
+
+// What accept() reports for a request our side could not set up.
+FallbackReason ReasonForRefusal(int err) {
+  return err == ENOMEM || err == EPERM ? FallbackReason::kRdmaMemoryLimit
+                                       : FallbackReason::kRdmaSetupFailed;
+}
 
 // How long the server's half of a handshake may take (CONNECT_REQUEST to
 // ESTABLISHED) on the progress thread, and how long accept() waits for it.
@@ -97,7 +104,19 @@ class ListenerState : public ProgressWatcher {
         int err = errno;
         if (!key.empty()) {
           std::lock_guard<std::mutex> lock(mu_);
-          parked_.erase(key);
+          if (err == EAGAIN) {
+            parked_.erase(key);
+          } else {
+            // Our side could not set the channel up (e.g. ibv_reg_mr under
+            // a low RLIMIT_MEMLOCK): the client goes to TCP, and accept()
+            // names why instead of peer_not_vsocket.
+            Parked& p = parked_[key];
+            p.pending = false;
+            p.refused = ReasonForRefusal(err);
+            p.expires_ns = MonotonicNs() +
+                           int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
+            ArmTimer();
+          }
           cv_.notify_all();
         }
         if (err == EAGAIN) return;
@@ -143,6 +162,10 @@ class ListenerState : public ProgressWatcher {
     }
     if (it == parked_.end() || !it->second.channel) {
       *reason = FallbackReason::kRdmaSetupFailed;
+      if (it != parked_.end() && it->second.refused != FallbackReason::kNone) {
+        *reason = it->second.refused;
+        parked_.erase(it);
+      }
       return nullptr;
     }
     std::unique_ptr<RdmaChannel> channel = std::move(it->second.channel);
@@ -170,8 +193,10 @@ class ListenerState : public ProgressWatcher {
 
  private:
   struct Parked {
-    std::unique_ptr<RdmaChannel> channel;  // null while pending
+    std::unique_ptr<RdmaChannel> channel;  // null while pending or refused
     bool pending = false;
+    // Set when our side refused the request: what accept() then reports.
+    FallbackReason refused = FallbackReason::kNone;
     int64_t expires_ns = 0;
   };
 

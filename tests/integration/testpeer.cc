@@ -6,7 +6,7 @@
 //   vsocket_testpeer [OPTIONS] server --port N MODE [ARGS...]
 //   vsocket_testpeer [OPTIONS] client --port N MODE [ARGS...]
 //
-// Roles (on 127.0.0.1):
+// Roles (on 127.0.0.1, or --host IPV4):
 //   server  listen on --port N (0 = ephemeral) and accept --conns N
 //           connections one after another (default 1), running MODE on each.
 //           --workers N: prefork; fork N workers after listen() that each
@@ -15,6 +15,7 @@
 //   client  connect to --port N and run MODE once.
 // Options:
 //   --plain             libc socket calls only (a genuinely plain TCP program)
+//   --host IPV4         listen on / connect to this address (RDMA: the rxe one)
 //   --setuid UID        setgid+setuid to UID before creating any socket
 //   --ctl-in FD --ctl-out FD   control pipe for the poll-* modes
 // Modes (independent of the role):
@@ -69,6 +70,7 @@ struct Config {
   bool plain = false;
   std::string role;
   int port = -1;
+  std::string host = "127.0.0.1";
   int conns = 1;
   int workers = 0;
   int accept_delay_ms = 0;
@@ -93,6 +95,7 @@ Config ParseArgs(int argc, char** argv) {
     if (a == "--plain") c.plain = true;
     else if (a == "--expect-banner") c.mode.expect_banner = true;
     else if (a == "--port") c.port = std::atoi(value().c_str());
+    else if (a == "--host") c.host = value();
     else if (a == "--conns") c.conns = std::atoi(value().c_str());
     else if (a == "--workers") c.workers = std::atoi(value().c_str());
     else if (a == "--accept-delay-ms") c.accept_delay_ms = std::atoi(value().c_str());
@@ -122,11 +125,11 @@ void DropPrivileges(long uid) {
   if (setuid(static_cast<uid_t>(uid)) != 0) Die("setuid");
 }
 
-sockaddr_in Loopback(int port) {
+sockaddr_in Address(const std::string& host, int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) Usage("bad --host " + host);
   return a;
 }
 
@@ -192,7 +195,7 @@ int RunServer(const Config& c) {
   if (Api().setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
     Die("setsockopt");
   }
-  sockaddr_in addr = Loopback(c.port);
+  sockaddr_in addr = Address(c.host, c.port);
   if (Api().bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Die("bind");
   if (Api().listen(lfd, 128) != 0) Die("listen");
   socklen_t len = sizeof(addr);
@@ -212,7 +215,7 @@ int RunServer(const Config& c) {
 int RunClient(const Config& c) {
   int fd = Api().socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) Die("socket");
-  sockaddr_in addr = Loopback(c.port);
+  sockaddr_in addr = Address(c.host, c.port);
   int r;
   do {
     r = Api().connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
