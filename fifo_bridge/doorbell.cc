@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include "base/real_libc.h"
+#include "fifo_bridge/rendezvous.h"
 
 namespace vsocket::fifo {
 
@@ -16,14 +17,7 @@ namespace {
 // Abstract-namespace address "\0vsk1/<key>/<role><kind>".
 socklen_t MakeAddress(const std::string& key, char role, char kind,
                       struct sockaddr_un* addr) {
-  std::memset(addr, 0, sizeof(*addr));
-  addr->sun_family = AF_UNIX;
-  std::string name = "vsk1/" + key + "/" + role + kind;
-  size_t max = sizeof(addr->sun_path) - 1;
-  if (name.size() > max) name.resize(max);
-  std::memcpy(addr->sun_path + 1, name.data(), name.size());
-  return static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                name.size());
+  return AbstractAddress("vsk1/" + key + "/" + role + kind, addr);
 }
 
 int BoundDatagramSocket(const struct sockaddr_un& addr, socklen_t len) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/real_libc.h"
+#include "fifo_bridge/rendezvous.h"
 #include "fifo_bridge/sharing_policy.h"
 #include "vsocket/log.h"
 
@@ -26,13 +27,7 @@ struct HandOutMessage {
 };
 
 socklen_t HandOutAddress(const std::string& key, struct sockaddr_un* addr) {
-  memset(addr, 0, sizeof(*addr));
-  addr->sun_family = AF_UNIX;
-  std::string name = "vsk1/O/" + key;
-  size_t n = name.size() < sizeof(addr->sun_path) - 1 ? name.size()
-                                                      : sizeof(addr->sun_path) - 1;
-  memcpy(addr->sun_path + 1, name.data(), n);
-  return static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+  return AbstractAddress("vsk1/O/" + key, addr);
 }
 
 bool PeerUid(int fd, uid_t* uid) {

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -19,12 +20,7 @@ namespace {
 
 socklen_t MarkerAddress(const std::string& ip, uint16_t port,
                         struct sockaddr_un* addr) {
-  std::memset(addr, 0, sizeof(*addr));
-  addr->sun_family = AF_UNIX;
-  std::string name = "vsk1/L/" + ip + ":" + std::to_string(port);
-  std::memcpy(addr->sun_path + 1, name.data(), name.size());
-  return static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                name.size());
+  return AbstractAddress("vsk1/L/" + ip + ":" + std::to_string(port), addr);
 }
 
 bool ProbeOne(const std::string& ip, uint16_t port, ProbeResult* result) {
@@ -47,6 +43,14 @@ bool ProbeOne(const std::string& ip, uint16_t port, ProbeResult* result) {
 }
 
 }  // namespace
+
+socklen_t AbstractAddress(const std::string& name, struct sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  size_t n = std::min(name.size(), sizeof(addr->sun_path) - 1);
+  std::memcpy(addr->sun_path + 1, name.data(), n);
+  return static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
 
 bool EndpointFromSockaddr(const struct sockaddr* addr, socklen_t len,
                           Endpoint* out) {

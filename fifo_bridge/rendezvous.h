@@ -12,6 +12,7 @@
 
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <cstdint>
 #include <string>
@@ -28,6 +29,11 @@ struct Endpoint {
 // False for anything but AF_INET / AF_INET6.
 bool EndpointFromSockaddr(const struct sockaddr* addr, socklen_t len,
                           Endpoint* out);
+
+// Fills `addr` with the abstract-namespace Unix address "\0<name>" (cut to
+// fit sun_path) and returns its length.  Every vsocket rendezvous name
+// (markers, doorbells, offer hand-outs) is one of these.
+socklen_t AbstractAddress(const std::string& name, struct sockaddr_un* addr);
 
 // File- and socket-name-safe key of one connection.
 std::string ConnectionKey(const Endpoint& server, uint16_t client_port);
