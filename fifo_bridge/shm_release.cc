@@ -42,8 +42,8 @@ void ShmTransport::Release() {
         rx_->flags.fetch_or(kConsumerClosed, std::memory_order_seq_cst);
       }
       tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+      doorbell_->WakePeerWatcher();  // first: it raises the peer's hang-up
       doorbell_->RingPeer();
-      doorbell_->WakePeerWatcher();
     }
     if (!revoked() && PeerMovedToTcp()) {
       // The peer moved to TCP before or while we closed: what it had not

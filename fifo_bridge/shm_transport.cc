@@ -175,8 +175,10 @@ int ShmTransport::Shutdown(int how) {
     tx_->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
     tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
     if (IsClaimed()) {
+      // The watcher first: it raises POLLRDHUP over there, and the sooner
+      // it runs, the likelier a woken poller sees it with the POLLIN.
+      doorbell_->WakePeerWatcher();
       doorbell_->RingPeer();
-      doorbell_->WakePeerWatcher();  // it raises POLLRDHUP over there
     }
   }
   UpdateHangup();

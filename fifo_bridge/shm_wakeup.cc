@@ -206,8 +206,8 @@ void ShmTransport::ResetConnection(const char* why) {
   rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
   tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
   if (IsClaimed()) {
+    doorbell_->WakePeerWatcher();  // first: it raises the peer's hang-up
     doorbell_->RingPeer();
-    doorbell_->WakePeerWatcher();
   }
   doorbell_->RingSelf();
   UpdateHangup();

@@ -158,7 +158,11 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
       set->NoteKernelLook(now);
     }
     ready = set->Collect(events, ready, maxevents, &ask_kernel);
-    if (!kernel_first && (ask_kernel || (ready == 0 && timeout_ns == 0))) {
+    // A connection user space cannot answer for (end of stream, a move)
+    // has just had its hang-up raised on its descriptor by Collect: ask
+    // the kernel (again, after a first look that may predate the raise,
+    // so EPOLLIN never comes without the EPOLLRDHUP that goes with it).
+    if (ask_kernel || (!kernel_first && ready == 0 && timeout_ns == 0)) {
       int merged = AppendKernelEvents(epfd, events, ready, maxevents, sigmask);
       if (merged < 0) return -1;
       ready = merged;
