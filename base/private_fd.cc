@@ -14,7 +14,7 @@ namespace vsocket::sys {
 namespace {
 
 // Room asked for above the soft limit during a raise.
-constexpr rlim_t kAboveRange = rlim_t{1} << 16;
+constexpr rlim_t kAboveRange = rlim_t{1} << 20;  // fs.nr_open's default
 
 // Never destroyed: descriptors are made from atexit handlers too.
 std::mutex& RaiseMutex() {
@@ -47,7 +47,11 @@ int DupPrivateUnder(int fd, const struct rlimit& rl) {
       int saved = errno;
       ::setrlimit(RLIMIT_NOFILE, &rl);
       errno = saved;
-      if (copy >= 0) return copy;
+      // Never fall back into the application's numbers once the room above
+      // its limit is used up: that took the numbers it would get next and
+      // gave it EMFILE where the kernel would not (10,000 connections
+      // under a hard limit of 20,000).  The caller takes TCP (fd_limit).
+      return copy;
     }
   }
   return sys::fcntl(fd, F_DUPFD_CLOEXEC, InsideBase(rl.rlim_cur));
@@ -75,14 +79,19 @@ int MovePrivate(int fd) {
   return moved;
 }
 
-bool PrivateFdsShareAppLimit(long* soft_limit) {
+PrivateFdRange CurrentPrivateFdRange() {
+  PrivateFdRange range;
   struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-    *soft_limit = 1024;
-    return true;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return range;
+  range.soft_limit =
+      rl.rlim_cur == RLIM_INFINITY ? (1L << 20) : static_cast<long>(rl.rlim_cur);
+  range.shares_app_table = !RoomAboveSoftLimit(rl);
+  if (!range.shares_app_table) {
+    rlim_t room = rl.rlim_max == RLIM_INFINITY ? kAboveRange
+                                               : std::min(rl.rlim_max - rl.rlim_cur, kAboveRange);
+    range.room_above = static_cast<long>(room);
   }
-  *soft_limit = rl.rlim_cur == RLIM_INFINITY ? (1L << 20) : static_cast<long>(rl.rlim_cur);
-  return !RoomAboveSoftLimit(rl);
+  return range;
 }
 
 }  // namespace vsocket::sys

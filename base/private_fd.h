@@ -10,6 +10,8 @@
 //    hard), they live at or above the soft limit: the soft limit is raised
 //    for the one F_DUPFD and put back at once.  The application then keeps
 //    every number it may have; it never sees EMFILE because of vsocket.
+//    When that range is full, DupPrivate fails (EMFILE); it does not spill
+//    into the application's numbers.
 //  - Otherwise (soft == hard, as `ulimit -n N` in a shell sets both) they
 //    live in the upper half of the application's table (from half the soft
 //    limit, at most 1024), and count against it: the shared-memory provider
@@ -28,10 +30,17 @@ int DupPrivate(int fd);
 // The same, closing `fd`; returns `fd` unchanged when it already is in the
 // private range or no number is free there.
 int MovePrivate(int fd);
-// True when private descriptors count against the application's soft
-// RLIMIT_NOFILE (the hard limit leaves no room above it).  *soft_limit gets
-// that soft limit.
-bool PrivateFdsShareAppLimit(long* soft_limit);
+// Where private descriptors go under the limits of this moment.
+struct PrivateFdRange {
+  // They count against the application's soft RLIMIT_NOFILE (the hard
+  // limit leaves no room above it).
+  bool shares_app_table = true;
+  long soft_limit = 1024;
+  // Otherwise: how many numbers the range above the soft limit holds.
+  // DupPrivate never falls back below it, so a caller must stay within.
+  long room_above = 0;
+};
+PrivateFdRange CurrentPrivateFdRange();
 
 }  // namespace vsocket::sys
 

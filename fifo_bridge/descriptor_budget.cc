@@ -1,5 +1,6 @@
 #include "fifo_bridge/descriptor_budget.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "base/private_fd.h"
@@ -18,14 +19,15 @@ DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
   long cap = -1;
   FallbackReason cap_reason = FallbackReason::kConnectionLimit;
   if (uint32_t most = GetConfig().max_shm_connections) cap = most;
-  long soft_limit = 0;
-  if (sys::PrivateFdsShareAppLimit(&soft_limit)) {
-    long by_descriptors = soft_limit * GetConfig().fd_share_percent / 100 /
-                          kPrivateFdsPerConnection;
-    if (cap < 0 || by_descriptors < cap) {
-      cap = by_descriptors;
-      cap_reason = FallbackReason::kFdLimit;
-    }
+  sys::PrivateFdRange range = sys::CurrentPrivateFdRange();
+  long private_fds =
+      range.shares_app_table
+          ? range.soft_limit * GetConfig().fd_share_percent / 100
+          : range.room_above - kPrivateFdsForProcess;
+  long by_descriptors = std::max(0L, private_fds) / kPrivateFdsPerConnection;
+  if (cap < 0 || by_descriptors < cap) {
+    cap = by_descriptors;
+    cap_reason = FallbackReason::kFdLimit;
   }
   int now = g_connections.load(std::memory_order_relaxed);
   do {

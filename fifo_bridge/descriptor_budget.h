@@ -10,8 +10,9 @@
 // may take at most VSOCKET_FD_SHARE percent of the soft limit; a connection
 // beyond that takes kernel TCP with reason fd_limit, so the application
 // keeps the rest of its table and gets EMFILE where the kernel would give
-// it, not sooner.  When private descriptors live above the soft limit there
-// is no cap.
+// it, not sooner.  When private descriptors live above the soft limit, the
+// cap is what the range between the soft and the hard limit holds (less
+// kPrivateFdsForProcess), since they never spill below it.
 //
 // A DescriptorReservation stands for one connection's descriptors: taken
 // before they are made (client offer, server claim, exec adoption), held
@@ -25,6 +26,9 @@
 namespace vsocket::fifo {
 
 inline constexpr int kPrivateFdsPerConnection = 5;
+// Private descriptors a process keeps besides its connections' (watcher
+// epoll and eventfd, listener markers, the live page): kept free for them.
+inline constexpr int kPrivateFdsForProcess = 64;
 
 class DescriptorReservation {
  public:

@@ -1,0 +1,70 @@
+// base/private_fd: where vsocket's own descriptors live, and that they never
+// take the numbers the application would get.  Each case runs in a forked
+// child, since lowering the hard limit cannot be undone.
+#include "base/private_fd.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <functional>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+// Runs `body` in a child under RLIMIT_NOFILE soft:hard; the child exits 0
+// when every check held, else with the number of the failed check.
+int InChild(rlim_t soft, rlim_t hard, const std::function<int()>& body) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit rl = {soft, hard};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(100);
+    _exit(body());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+TEST(PrivateFd, AboveTheSoftLimitUntilFullThenEmfileNeverBelow) {
+  int r = InChild(64, 128, [] {
+    vsocket::sys::PrivateFdRange range = vsocket::sys::CurrentPrivateFdRange();
+    if (range.shares_app_table || range.soft_limit != 64 || range.room_above != 64) return 1;
+    std::vector<int> copies;
+    for (;;) {
+      int c = vsocket::sys::DupPrivate(0);
+      if (c < 0) {
+        if (errno != EMFILE) return 2;
+        break;
+      }
+      if (c < 64 || c >= 128) return 3;
+      copies.push_back(c);
+    }
+    if (copies.size() != 64) return 4;
+    // The application's own numbers are all still there.
+    int own = open("/dev/null", O_RDONLY);
+    if (own < 0 || own >= 64) return 5;
+    // The soft limit was put back.
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur != 64) return 6;
+    return 0;
+  });
+  EXPECT_EQ(r, 0);
+}
+
+TEST(PrivateFd, SoftEqualsHardSharesTheApplicationsTable) {
+  int r = InChild(256, 256, [] {
+    vsocket::sys::PrivateFdRange range = vsocket::sys::CurrentPrivateFdRange();
+    if (!range.shares_app_table || range.soft_limit != 256) return 1;
+    int c = vsocket::sys::DupPrivate(0);
+    if (c < 128 || c >= 256) return 2;  // the upper half of the table
+    return 0;
+  });
+  EXPECT_EQ(r, 0);
+}
+
+}  // namespace
