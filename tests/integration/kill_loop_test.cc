@@ -40,6 +40,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -195,6 +196,20 @@ void RunExchange(int fd, pid_t victim, const std::atomic<int64_t>& kill_ns,
     }
     if (dead_ns != 0 && now - dead_ns > kMaxDetectNs) {
       const bool unclaimed = !Strict() && !victim_accepted();
+      if (!x->unclaimed_at_death && !victim_accepted()) {
+        // For the open finding: did the kernel tell our TCP socket?
+        tcp_info info{};
+        socklen_t len = sizeof(info);
+        int so_error = 0;
+        socklen_t elen = sizeof(so_error);
+        int ri = vsocket_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len);
+        int re = vsocket_getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &elen);
+        std::printf("unclaimed offer 1 s after the server's death: path %s, tcp state %d "
+                    "(rc %d), SO_ERROR %d (rc %d), received %llu sent %llu\n",
+                    vsocket_transport_name(fd), ri == 0 ? info.tcpi_state : -1, ri,
+                    so_error, re, static_cast<unsigned long long>(x->received),
+                    static_cast<unsigned long long>(x->sent));
+      }
       x->unclaimed_at_death = unclaimed;
       if (!unclaimed || now - dead_ns > kUnclaimedDetectNs) {
         x->failure = std::string("hang: no EOF/reset ") + (reading ? "on recv" : "on send") +

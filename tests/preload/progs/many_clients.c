@@ -59,27 +59,6 @@ static int run_server(int port, int n) {
   return 0;
 }
 
-/* Shmem of /proc/meminfo, in KiB: the shared memory of the whole host. */
-static long shmem_kib(void) {
-  FILE* f = fopen("/proc/meminfo", "r");
-  CHECK(f != NULL);
-  char line[256];
-  long kib = -1;
-  while (fgets(line, sizeof(line), f)) {
-    if (sscanf(line, "Shmem: %ld kB", &kib) == 1) break;
-  }
-  fclose(f);
-  return kib;
-}
-
-static int open_descriptors(void) {
-  int count = 0;
-  for (int fd = 0; fd < 65536; ++fd) {
-    if (fcntl(fd, F_GETFD) >= 0) ++count;
-  }
-  return count;
-}
-
 static void exchange(int fd, int index, size_t bytes) {
   static unsigned char want[65536], got[65536];
   for (size_t done = 0; done < bytes;) {

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -201,6 +202,32 @@ static inline short wait_for(int fd, short events, int timeout_ms) {
   int r = poll(&pfd, 1, timeout_ms);
   CHECK(r >= 0);
   return r == 0 ? 0 : pfd.revents;
+}
+
+/* Shmem of /proc/meminfo, in KiB: the shared memory of the whole host. */
+static inline long shmem_kib(void) {
+  FILE* f = fopen("/proc/meminfo", "r");
+  CHECK(f != NULL);
+  char line[256];
+  long kib = -1;
+  while (fgets(line, sizeof(line), f)) {
+    if (sscanf(line, "Shmem: %ld kB", &kib) == 1) break;
+  }
+  fclose(f);
+  return kib;
+}
+
+/* Open descriptors of this process (the entries of /proc/self/fd, less
+ * the one reading it). */
+static inline int open_descriptors(void) {
+  DIR* d = opendir("/proc/self/fd");
+  CHECK(d != NULL);
+  int count = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] != '.') ++count;
+  }
+  closedir(d);
+  return count - 1;
 }
 
 #endif /* VSOCKET_TESTS_PRELOAD_PTEST_H_ */

@@ -98,28 +98,6 @@ static int run_server(int port, int n) {
   return 0;
 }
 
-static long shmem_kib(void) {
-  FILE* f = fopen("/proc/meminfo", "r");
-  CHECK(f != NULL);
-  char line[256];
-  long kib = -1;
-  while (fgets(line, sizeof(line), f)) {
-    if (sscanf(line, "Shmem: %ld kB", &kib) == 1) break;
-  }
-  fclose(f);
-  return kib;
-}
-
-static int open_descriptors(void) {
-  int count = 0;
-  struct rlimit rl;
-  CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
-  for (int fd = 0; fd < (int)rl.rlim_max && fd < (1 << 20); ++fd) {
-    if (fcntl(fd, F_GETFD) >= 0) ++count;
-  }
-  return count;
-}
-
 static int run_client(int port, int n) {
   int* fds = calloc((size_t)n, sizeof(int));
   CHECK(fds != NULL);
