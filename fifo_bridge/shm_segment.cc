@@ -93,6 +93,12 @@ bool IsDeadOffer(int fd) {
   if (n == static_cast<ssize_t>(sizeof(header)) && header.magic == kSegmentMagic) {
     return ProcessIsGone(header.client_pid);
   }
+  // Incomplete: its owner named itself first (CreateOffer), unless it died
+  // before even that.
+  if (n == static_cast<ssize_t>(sizeof(header)) && header.client_pid != 0 &&
+      ProcessIsGone(header.client_pid)) {
+    return true;
+  }
   return ::time(nullptr) - st.st_mtime > kIncompleteOfferAgeS;
 }
 
@@ -190,8 +196,16 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
     ::unlink(path.c_str());
   }
   if (fd < 0) return -EADDRINUSE;
+  // Name the owner at once (the magic still 0: InitOfferHeader writes it
+  // last): a client killed before InitOfferHeader would otherwise leave a
+  // file the sweep may take only once it is kIncompleteOfferAgeS old (the
+  // kill loop hit that window).
+  SegmentHeader owner{};
+  owner.client_pid = static_cast<uint32_t>(::getpid());
   int err = 0;
-  if (!HasRoomFor(fd, SegmentBytes(capacity))) {
+  if (::pwrite(fd, &owner, sizeof(owner), 0) != static_cast<ssize_t>(sizeof(owner))) {
+    err = errno ? -errno : -ENOSPC;
+  } else if (!HasRoomFor(fd, SegmentBytes(capacity))) {
     err = -ENOSPC;
   } else if (::ftruncate(fd, static_cast<off_t>(SegmentBytes(capacity))) != 0) {
     err = -errno;
