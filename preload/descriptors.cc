@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "preload/epoll_deferred_mod.h"
 #include "preload/epoll_tracking.h"
 #include "preload/move_to_tcp.h"
 #include "preload/real_calls.h"
@@ -194,6 +195,9 @@ int CloseDescriptor(int fd) {
       BeforeNumberLost(fd, vs.get());
       RemoveAlias(fd, vs.get());
     }
+    // A DEL the program made before closing reaches the kernel, which
+    // would otherwise keep reporting the object while a dup holds it.
+    ApplyDeferredMods(fd);
     ForgetEpollRegistrations(fd);
   }  // the reference is dropped here; vsocket_close drops the table's
   return vsocket_close(fd);

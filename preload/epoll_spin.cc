@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "preload/epoll_deferred_mod.h"
 #include "preload/epoll_user_set.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
@@ -44,6 +45,10 @@ void NoteFastPathInEpollSet(int epfd, int fd) {
   g_any_marked.store(true, std::memory_order_relaxed);
 }
 
+bool FastPathEpollSet(int epfd) {
+  return Marked(epfd) && GetConfig().spin_us != 0;
+}
+
 void ForgetEpollSet(int fd) {
   if (!g_any_marked.load(std::memory_order_relaxed) || !Marked(fd)) return;
   g_marked[fd / 64].fetch_and(~(uint64_t{1} << (fd % 64)),
@@ -68,6 +73,7 @@ int KernelSpinWait(int epfd, struct epoll_event* events, int maxevents,
   SignalRestartWindow signals;
   bool found = SpinUntil(
       [&] {
+        KernelEpollEntry kernel(epfd, /*sleeps=*/false);
         ready = real::epoll_pwait(epfd, events, maxevents, 0, sigmask);
         return ready != 0;
       },
@@ -88,6 +94,7 @@ int KernelSpinWait(int epfd, struct epoll_event* events, int maxevents,
 int AppendKernelEvents(int epfd, struct epoll_event* events, int have,
                        int maxevents, const sigset_t* sigmask) {
   if (have >= maxevents) return have;
+  KernelEpollEntry kernel(epfd, /*sleeps=*/false);
   int got = real::epoll_pwait(epfd, events + have, maxevents - have, 0, sigmask);
   if (got < 0) return have > 0 ? have : -1;
   int count = have;

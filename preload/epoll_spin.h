@@ -38,6 +38,9 @@ inline constexpr int kMaxTrackedEpollFd = 1 << 16;
 void NoteFastPathInEpollSet(int epfd, int fd);
 // The number `fd` is being closed: if it was a marked set, unmark it.
 void ForgetEpollSet(int fd);
+// Whether waits on `epfd` busy-poll its connections (it is marked and
+// spinning is on).
+bool FastPathEpollSet(int epfd);
 
 // The caller's own wait, for `timeout_ns` (-1: forever), as epoll_wait,
 // epoll_pwait or epoll_pwait2 would do it.

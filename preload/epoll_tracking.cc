@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include "preload/epoll_deferred_mod.h"
 #include "preload/epoll_user_set.h"
 #include "preload/real_calls.h"
 #include "vsocket/descriptor_swap.h"
@@ -56,6 +57,7 @@ void InitEpollTracking() {
   pthread_atfork([] { T().mutex.lock(); }, [] { T().mutex.unlock(); },
                  [] { new (&T().mutex) std::mutex(); });
   pthread_atfork(nullptr, nullptr, ReplaceEpollUserSetsInChild);
+  InitEpollDeferredMods();
 }
 
 void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
@@ -81,7 +83,20 @@ void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
   Changed();
 }
 
+bool TrackedRegistration(int epfd, int fd, struct epoll_event* event) {
+  std::lock_guard<std::mutex> lock(T().mutex);
+  auto it = T().by_fd.find(fd);
+  if (it == T().by_fd.end()) return false;
+  for (const EpollRegistration& r : it->second) {
+    if (r.epfd != epfd) continue;
+    *event = r.event;
+    return true;
+  }
+  return false;
+}
+
 std::vector<EpollRegistration> DetachEpollRegistrations(int fd) {
+  ApplyDeferredMods(fd);  // the kernel's registrations are the tracked ones
   if (g_count.load(std::memory_order_relaxed) == 0) return {};
   std::vector<EpollRegistration> regs;
   {
@@ -117,6 +132,7 @@ void RestoreEpollRegistrations(int fd,
 }
 
 void ForgetEpollSetRegistrations(int epfd) {
+  ForgetDeferredModsOfSet(epfd);
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(T().mutex);
   EpollUserSet::NoteReset(epfd);
@@ -133,6 +149,7 @@ void ForgetEpollSetRegistrations(int epfd) {
 }
 
 void ForgetEpollRegistrations(int fd) {
+  DropDeferredMods(fd);
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(T().mutex);
   auto it = T().by_fd.find(fd);

@@ -39,6 +39,8 @@ void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event);
 // RestoreEpollRegistrations adds them back (to the object `fd` names now)
 // and keeps tracking them.
 std::vector<EpollRegistration> DetachEpollRegistrations(int fd);
+// Whether `fd` is tracked as registered in `epfd`, and with what.
+bool TrackedRegistration(int epfd, int fd, struct epoll_event* event);
 void RestoreEpollRegistrations(int fd,
                                const std::vector<EpollRegistration>& regs);
 

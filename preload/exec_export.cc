@@ -13,6 +13,7 @@
 
 #include "fifo_bridge/shm_provider.h"
 #include "preload/descriptors.h"
+#include "preload/epoll_deferred_mod.h"
 #include "preload/exec_handover.h"
 #include "preload/move_to_tcp.h"
 #include "preload/preload_internal.h"
@@ -159,7 +160,11 @@ void ExecExport::Prepare(char* const* envp) {
   int highest = HighestVirtualFd();
   int saved = errno;
   bool shared_memory = SharesParentMemory();
-  if (!shared_memory) LiveStatsBeforeExec();
+  if (!shared_memory) {
+    LiveStatsBeforeExec();
+    // The new image's epoll sets are the kernel's alone.
+    ApplyAllDeferredMods();
+  }
   if (shared_memory || !PreloadsVsocket(envp)) {
     // No allocation here: this may be a vfork child.
     for (int pass = shared_memory ? 1 : 0; pass < 2; ++pass) {

@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "preload/descriptors.h"
+#include "preload/epoll_deferred_mod.h"
 #include "preload/epoll_spin.h"
 #include "preload/epoll_tracking.h"
 #include "preload/preload_internal.h"
@@ -393,7 +394,15 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
 
 VSP_EXPORT int epoll_ctl(int epfd, int op, int fd,
                          struct epoll_event* event) __THROW {
+  // A set put into another one stops deferring (epoll_deferred_mod.h).
+  if (op == EPOLL_CTL_ADD) vsocket::preload::NoteAddedToEpollSet(fd);
   if (!Ours(fd)) return real::epoll_ctl(epfd, op, fd, event);
+  if (vsocket::preload::DeferEpollCtl(epfd, op, fd, event)) {
+    vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
+    return 0;
+  }
+  // Made now, after what is still pending for it.
+  vsocket::preload::ApplyDeferredMod(epfd, fd);
   int rc = real::epoll_ctl(epfd, op, fd, event);
   if (rc == 0) {
     vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
@@ -413,18 +422,22 @@ int MsFromNs(int64_t ns) {
   return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
 }
 
+// Each applies the set's deferred MODs first (epoll_deferred_mod.h).
 int SleepEpollWait(int epfd, struct epoll_event* events, int maxevents,
                    int64_t ns, const sigset_t*) {
+  vsocket::preload::KernelEpollEntry kernel(epfd, ns != 0);
   return real::epoll_wait(epfd, events, maxevents, MsFromNs(ns));
 }
 
 int SleepEpollPwait(int epfd, struct epoll_event* events, int maxevents,
                     int64_t ns, const sigset_t* sigmask) {
+  vsocket::preload::KernelEpollEntry kernel(epfd, ns != 0);
   return real::epoll_pwait(epfd, events, maxevents, MsFromNs(ns), sigmask);
 }
 
 int SleepEpollPwait2(int epfd, struct epoll_event* events, int maxevents,
                      int64_t ns, const sigset_t* sigmask) {
+  vsocket::preload::KernelEpollEntry kernel(epfd, ns != 0);
   struct timespec ts = {static_cast<time_t>(ns / 1000000000),
                         static_cast<long>(ns % 1000000000)};
   return real::epoll_pwait2(epfd, events, maxevents, ns < 0 ? nullptr : &ts,
