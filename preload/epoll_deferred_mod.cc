@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -47,8 +48,7 @@ struct Pending {
 struct DeferredSet {
   std::mutex mu;
   std::unordered_map<int, Pending> pending;  // by descriptor
-  int sleepers = 0;     // threads inside a sleeping kernel wait on the set
-  bool nested = false;  // added to another epoll set: defer nothing
+  int sleepers = 0;  // threads inside a sleeping kernel wait on the set
 
   // Makes the kernel's registrations what the program asked for, with the
   // fewest calls: none where they already are.  REQUIRES: mu held.
@@ -73,6 +73,14 @@ struct DeferredSet {
 };
 
 std::atomic<DeferredSet*> g_sets[kMaxTrackedEpollFd];
+// Numbers added to some epoll set since they were last closed: if such a
+// number is a set, it is nested and defers nothing.  Bits, not sets, so
+// that every pipe or timer added costs no allocation.
+std::atomic<uint64_t> g_added[kMaxTrackedEpollFd / 64];
+
+bool Nested(int epfd) {
+  return g_added[epfd / 64].load(std::memory_order_acquire) & (uint64_t{1} << (epfd % 64));
+}
 // Sets ever given a DeferredSet, so that process-wide passes (fork, exec,
 // a descriptor's close) skip the rest of the table.
 std::atomic<int> g_highest{-1};
@@ -121,11 +129,9 @@ void UnlockAllInParent() {
 }
 void ResetAllInChild() {
   ForEachSet([](int, DeferredSet* set) {
-    bool nested = set->nested;
     new (&set->mu) std::mutex();
     set->pending.clear();
     set->sleepers = 0;
-    set->nested = nested;
   });
 }
 
@@ -150,7 +156,7 @@ bool DeferEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
   DeferredSet* set = FindOrMake(epfd);
   if (!set) return false;
   std::lock_guard<std::mutex> lock(set->mu);
-  if (set->nested || set->sleepers > 0) {
+  if (Nested(epfd) || set->sleepers > 0) {
     set->ApplyLocked(epfd);  // keep the order of the caller's changes
     return false;
   }
@@ -167,10 +173,11 @@ bool DeferEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
 }
 
 void NoteAddedToEpollSet(int fd) {
-  DeferredSet* set = FindOrMake(fd);
+  if (fd < 0 || fd >= kMaxTrackedEpollFd) return;
+  g_added[fd / 64].fetch_or(uint64_t{1} << (fd % 64), std::memory_order_acq_rel);
+  DeferredSet* set = Find(fd);
   if (!set) return;
   std::lock_guard<std::mutex> lock(set->mu);
-  set->nested = true;
   set->ApplyLocked(fd);
 }
 
@@ -206,11 +213,12 @@ void ApplyDeferredMod(int epfd, int fd) {
 }
 
 void ForgetDeferredModsOfSet(int epfd) {
+  if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return;
+  g_added[epfd / 64].fetch_and(~(uint64_t{1} << (epfd % 64)), std::memory_order_acq_rel);
   DeferredSet* set = Find(epfd);
   if (!set) return;
   std::lock_guard<std::mutex> lock(set->mu);
   set->pending.clear();
-  set->nested = false;
 }
 
 void ApplyAllDeferredMods() {

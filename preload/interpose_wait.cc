@@ -394,9 +394,11 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
 
 VSP_EXPORT int epoll_ctl(int epfd, int op, int fd,
                          struct epoll_event* event) __THROW {
-  // A set put into another one stops deferring (epoll_deferred_mod.h).
-  if (op == EPOLL_CTL_ADD) vsocket::preload::NoteAddedToEpollSet(fd);
-  if (!Ours(fd)) return real::epoll_ctl(epfd, op, fd, event);
+  if (!Ours(fd)) {
+    // A set put into another one stops deferring (epoll_deferred_mod.h).
+    if (op == EPOLL_CTL_ADD) vsocket::preload::NoteAddedToEpollSet(fd);
+    return real::epoll_ctl(epfd, op, fd, event);
+  }
   if (vsocket::preload::DeferEpollCtl(epfd, op, fd, event)) {
     vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
     return 0;
