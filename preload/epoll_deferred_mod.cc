@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <vector>
 
 #include "preload/epoll_spin.h"
 #include "preload/epoll_tracking.h"
@@ -117,15 +118,23 @@ void ForEachSet(F f) {
 
 // Fork: the parent applies everything and holds every set's lock across
 // the fork, so the child starts from the kernel's true state with
-// unlocked, empty sets (its sleepers are the parent's threads: none).
+// unlocked, empty sets (its sleepers are the parent's threads: none).  The
+// sets locked are remembered: one made by another thread meanwhile is not
+// unlocked in the parent, and is reset in the child like the rest.
+std::vector<DeferredSet*>* g_locked_for_fork = nullptr;  // prepare -> parent
+
 void LockAllBeforeFork() {
+  static std::vector<DeferredSet*> locked;  // made here, never in the child
+  locked.clear();
   ForEachSet([](int epfd, DeferredSet* set) {
     set->mu.lock();
     set->ApplyLocked(epfd);
+    locked.push_back(set);
   });
+  g_locked_for_fork = &locked;
 }
 void UnlockAllInParent() {
-  ForEachSet([](int, DeferredSet* set) { set->mu.unlock(); });
+  for (DeferredSet* set : *g_locked_for_fork) set->mu.unlock();
 }
 void ResetAllInChild() {
   ForEachSet([](int, DeferredSet* set) {
