@@ -197,21 +197,10 @@ void DropDeferredMods(int fd) {
   });
 }
 
-void ApplyDeferredMods(int fd) {
-  ForEachSet([fd](int epfd, DeferredSet* set) {
-    std::lock_guard<std::mutex> lock(set->mu);
-    auto it = set->pending.find(fd);
-    if (it == set->pending.end()) return;
-    int saved = errno;
-    DeferredSet::ApplyOne(epfd, fd, &it->second);
-    errno = saved;
-    set->pending.erase(it);
-  });
-}
+namespace {
 
-void ApplyDeferredMod(int epfd, int fd) {
-  DeferredSet* set = Find(epfd);
-  if (!set) return;
+// Applies and forgets what `set` (epoll descriptor `epfd`) holds for `fd`.
+void ApplyPendingOf(int epfd, DeferredSet* set, int fd) {
   std::lock_guard<std::mutex> lock(set->mu);
   auto it = set->pending.find(fd);
   if (it == set->pending.end()) return;
@@ -219,6 +208,16 @@ void ApplyDeferredMod(int epfd, int fd) {
   DeferredSet::ApplyOne(epfd, fd, &it->second);
   errno = saved;
   set->pending.erase(it);
+}
+
+}  // namespace
+
+void ApplyDeferredMods(int fd) {
+  ForEachSet([fd](int epfd, DeferredSet* set) { ApplyPendingOf(epfd, set, fd); });
+}
+
+void ApplyDeferredMod(int epfd, int fd) {
+  if (DeferredSet* set = Find(epfd)) ApplyPendingOf(epfd, set, fd);
 }
 
 void ForgetDeferredModsOfSet(int epfd) {
