@@ -3,8 +3,9 @@
 // Registering memory (ibv_reg_mr) pins pages and costs a system call and a
 // device round trip.  A MemoryPool owns, for one ibv_context:
 //   - one protection domain (shared by every connection on the device);
-//   - RING blocks: each receive ring is its own mapping with its OWN memory
-//     region, registered IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
+//   - RING blocks: each receive ring's data area (never its control block,
+//     which the channel keeps in ordinary memory) is its own mapping with
+//     its OWN memory region, registered IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
 //     (never REMOTE_READ) when the connection is made and deregistered when
 //     it closes.  A peer's rkey therefore reaches its own connection's ring
 //     and nothing else, and dies with the connection.  Their total is

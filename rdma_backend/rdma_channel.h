@@ -3,7 +3,8 @@
 // RdmaListener / RdmaConnect, which create channels).
 //
 // Data path.  Each side owns a RECEIVE ring (fifo_bridge/ring_layout.h)
-// with its own memory region (memory_pool.h: LOCAL_WRITE | REMOTE_WRITE,
+// whose data area alone has its own memory region (the control block with
+// head, tail and flags is in ordinary memory: the peer cannot write it) (memory_pool.h: LOCAL_WRITE | REMOTE_WRITE,
 // never REMOTE_READ).  The sender keeps a private MIRROR of the peer's ring
 // (same capacity, carved from the bounce arena, local access only):
 // RingProducer copies user bytes into the mirror at the same offsets they
@@ -248,6 +249,9 @@ class RdmaChannel {
 
  private:
   friend class ChannelBuilder;
+  // tests/rdma/rdma_hostile_peer_test.cc: a peer that posts work requests a
+  // vsocket channel never would (bad immediates, writes outside the ring).
+  friend class RdmaChannelTestPeer;
   RdmaChannel() = default;
 
   // Processes every available completion and CM event without blocking.
@@ -301,9 +305,11 @@ class RdmaChannel {
   int64_t next_cm_check_ns_ = 0;  // rate limit for CM polls while spinning
   uint32_t max_inline_ = 0;
 
-  // Receive side: our ring (its own MR).
+  // Receive side: our ring's data area (its own MR, the only memory the
+  // peer's rkey reaches) and its control block, kept in ordinary memory so
+  // that the peer cannot write our head, tail or flags.
   PoolBlock rx_block_;
-  fifo::RingControl* rx_ctl_ = nullptr;
+  std::unique_ptr<fifo::RingControl> rx_ctl_;
   uint64_t rx_cap_ = 0;
   uint64_t rx_head_ = 0;         // authoritative, from validated immediates
   uint64_t rx_tail_ = 0;         // RingConsumer's own index

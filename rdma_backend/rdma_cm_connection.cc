@@ -181,22 +181,22 @@ class ChannelBuilder {
     ch->opt_.send_queue_depth = std::min(opt.send_queue_depth,
                                          attr.cap.max_send_wr);
 
-    // Receive ring, fifo_bridge layout, with its own MR.
-    ch->rx_block_ = ch->pool_->Allocate(ArenaKind::kRing,
-                                        fifo::RingBytes(opt.ring_capacity));
+    // Receive ring: the data area alone is registered for the peer's writes
+    // (its own MR); the control block stays out of the peer's reach.
+    ch->rx_block_ = ch->pool_->Allocate(ArenaKind::kRing, opt.ring_capacity);
     if (ch->rx_block_.addr == nullptr) {
       Fail(error, errno ? errno : ENOMEM,
            "receive ring: registration failed or VSOCKET_RDMA_POOL_MB reached");
       return false;
     }
     ch->rx_cap_ = opt.ring_capacity;
-    ch->rx_ctl_ = new (ch->rx_block_.addr) fifo::RingControl();
+    ch->rx_ctl_ = std::make_unique<fifo::RingControl>();
     ch->rx_ctl_->head.store(0);
     ch->rx_ctl_->tail.store(0);
     ch->rx_ctl_->reader_wake.store(0);
     ch->rx_ctl_->writer_wake.store(0);
     ch->rx_ctl_->flags.store(0);
-    ch->consumer_.emplace(ch->rx_ctl_, ch->rx_block_.addr + fifo::kRingDataOffset,
+    ch->consumer_.emplace(ch->rx_ctl_.get(), ch->rx_block_.addr,
                           ch->rx_cap_, &ch->rx_tail_);
     if (ch->PostRecvs(opt.recv_queue_depth) != 0) {
       Fail(error, errno, "ibv_post_recv");
@@ -213,8 +213,7 @@ class ChannelBuilder {
 
   static Hello OurHello(const RdmaChannel& ch) {
     Hello h;
-    h.ring_data_addr =
-        reinterpret_cast<uintptr_t>(ch.rx_block_.addr + fifo::kRingDataOffset);
+    h.ring_data_addr = reinterpret_cast<uintptr_t>(ch.rx_block_.addr);
     h.rkey = ch.rx_block_.rkey;
     h.capacity = ch.rx_cap_;
     return h;

@@ -109,7 +109,7 @@ void WarmUpRdma() {
 
 uint64_t ExpectedRegisteredBytes() {
   uint64_t ring = GetRdmaConfig().ring_bytes;
-  return fifo::RingBytes(ring) + ring;
+  return ring + ring;  // our receive ring's data area + the peer's mirror
 }
 
 bool OverMemoryLimit() {

@@ -27,7 +27,8 @@ bool HaveRdmaDevice();
 void WarmUpRdma();
 
 // Registered bytes one connection with the configured ring size will hold
-// (receive ring + control page + mirror of a peer ring of the same size).
+// (the receive ring's data area + the mirror of a peer ring of the same
+// size).
 uint64_t ExpectedRegisteredBytes();
 // True if a new connection would exceed VSOCKET_RDMA_MAX_REGISTERED_MB.
 bool OverMemoryLimit();

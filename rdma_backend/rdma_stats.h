@@ -1,7 +1,7 @@
 // Registered-memory counters of the RDMA backend, reported as the
 // "rdma_registered" section of VSOCKET_STATS (vsocket/stats.h):
 //   "rdma_registered":{"bytes":0,"peak_bytes":4202496,
-//    "max_per_connection_bytes":2101248,"limit_bytes":268435456,
+//    "max_per_connection_bytes":2097152,"limit_bytes":268435456,
 //    "user_region_bytes":67108864}
 // Lock-free (relaxed atomics); any thread.
 #ifndef VSOCKET_RDMA_BACKEND_RDMA_STATS_H_

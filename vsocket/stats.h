@@ -14,7 +14,7 @@
 //   {"pid":123,"transports":{"shm":{"connections":2,"bytes_sent":10,
 //    "bytes_received":10}, "tcp":{...}},"fallback_reasons":{"peer_not_vsocket":1},
 //    "rdma_registered":{"bytes":0,"peak_bytes":4202496,
-//    "max_per_connection_bytes":2101248,"limit_bytes":268435456,
+//    "max_per_connection_bytes":2097152,"limit_bytes":268435456,
 //    "user_region_bytes":67108864}}
 // Transports and reasons with a zero count are left out.  Providers add
 // sections of their own after fallback_reasons (RegisterStatsSection):

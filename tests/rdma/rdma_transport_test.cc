@@ -539,7 +539,7 @@ int Stats() {
   return RunPair(
       [&](Ctl& ctl) {
         setenv("VSOCKET_TRANSPORT", "rdma", 1);
-        setenv("VSOCKET_RDMA_RING_SIZE", "256K", 1);
+        setenv("VSOCKET_RDMA_RING_SIZE", "512K", 1);
         int port;
         int lfd = Listen(&port);
         ctl.Send(0, port);
@@ -555,10 +555,10 @@ int Stats() {
       },
       [&](Ctl& ctl, pid_t) {
         setenv("VSOCKET_TRANSPORT", "rdma", 1);
-        setenv("VSOCKET_RDMA_RING_SIZE", "256K", 1);
-        // Each connection registers 260 KiB (ring + control page) + 256 KiB
-        // (mirror of the peer's ring): three fit in 2 MiB, the fourth not.
-        setenv("VSOCKET_RDMA_MAX_REGISTERED_MB", "2", 1);
+        setenv("VSOCKET_RDMA_RING_SIZE", "512K", 1);
+        // Each connection registers 512 KiB (its ring's data area) + 512 KiB
+        // (mirror of the peer's ring): three fit in 3 MiB, the fourth not.
+        setenv("VSOCKET_RDMA_MAX_REGISTERED_MB", "3", 1);
         int port = ctl.Recv(1);
         int a = Connect(port), b = Connect(port), d = Connect(port);
         int c = Connect(port);
@@ -572,13 +572,13 @@ int Stats() {
         vsocket_stats_json(json, sizeof(json));
         printf("  stats: %s\n", json);
         CHECK(strstr(json, "\"rdma_memory_limit\":1") != nullptr, "reason counted");
-        CHECK(strstr(json, "\"limit_bytes\":2097152") != nullptr, "limit shown");
-        CHECK(strstr(json, "\"max_per_connection_bytes\":528384") != nullptr,
+        CHECK(strstr(json, "\"limit_bytes\":3145728") != nullptr, "limit shown");
+        CHECK(strstr(json, "\"max_per_connection_bytes\":1048576") != nullptr,
               "per-connection bytes");
         unsigned long long bytes = 0;
         const char* p = strstr(json, "\"rdma_registered\":{\"bytes\":");
         CHECK(p && sscanf(p, "\"rdma_registered\":{\"bytes\":%llu", &bytes) == 1, "bytes");
-        CHECK(bytes == 3 * 528384ull, "registered %llu", bytes);
+        CHECK(bytes == 3 * 1048576ull, "registered %llu", bytes);
         ctl.Send(1, 1);
         vsocket_close(a);
         vsocket_close(b);

@@ -1,0 +1,425 @@
+// A hostile RDMA peer against a vsocket server, in one Soft-RoCE guest
+// (tests/rdma/run-suite.sh; docs/ROBUSTNESS.md).  The RDMA counterpart of
+// tests/integration/hostile_peer_test.cc (shared memory).
+//
+// Each scenario forks a victim (the "server": a vsocket listener with
+// VSOCKET_TRANSPORT=rdma, i.e. the code a preloaded server runs) and a
+// hostile peer (the "client").  The peer opens two connections:
+//   A  made by hand the way a vsocket client makes one (bind, the RDMA CM
+//      probe with a hello naming its TCP port, kernel connect), so that it
+//      holds A's RdmaChannel and can post work requests vsocket never posts;
+//   B  an ordinary vsocket connection.
+// After one honest message on A, the peer attacks A.  The victim must
+//   - see ECONNRESET or EOF on A within 1 s (never a crash or a hang), or,
+//     for attacks that are legal traffic (a flood of no-op immediates),
+//     keep A working;
+//   - keep echoing on B.
+// What the peer learns is checked too: a write outside the victim's receive
+// ring (its control block, or past its end) must be refused by the NIC.
+//
+//   rdma_hostile_peer_test              every scenario
+//   rdma_hostile_peer_test NAME...      some of them
+//
+// Exits 77 (ctest SKIP) without an RDMA device.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "rdma_backend/rdma_channel.h"
+#include "rdma_backend/rdma_negotiation.h"
+#include "rdma_backend/wire_format.h"
+#include "scenario_harness.h"
+#include "vsocket/fallback_reason.h"
+#include "vsocket/vsocket.h"
+#include "vsocket/wait.h"
+
+namespace vsocket::rdma {
+
+// The hostile peer's hands on its own channel: the work requests a vsocket
+// channel would never post.  Friend of RdmaChannel (tests only).
+class RdmaChannelTestPeer {
+ public:
+  // Posts a zero-length RDMA WRITE WITH IMM carrying `imm` (host order),
+  // signalled, through the channel's own send-queue accounting.
+  static int PostImmediate(RdmaChannel& ch, uint32_t imm) {
+    return ch.PostImmOnly(imm, true, ::vsocket::MonotonicNs() + 1'000'000'000);
+  }
+  // Posts one raw work request on the channel's QP, unsignalled (errors
+  // complete anyway and reset the channel).  0 or the verbs error.
+  static int PostRaw(RdmaChannel& ch, ibv_send_wr* wr) {
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(ch.qp_, wr, &bad);
+  }
+  static uint64_t PeerRingAddr(const RdmaChannel& ch) {
+    return ch.peer_ring_addr_;
+  }
+  static uint32_t PeerRkey(const RdmaChannel& ch) { return ch.peer_rkey_; }
+  static uint64_t PeerCapacity(const RdmaChannel& ch) { return ch.tx_cap_; }
+  static ibv_pd* Pd(const RdmaChannel& ch) { return ch.qp_->pd; }
+};
+
+}  // namespace vsocket::rdma
+
+namespace {
+
+using vsocket::FallbackReason;
+using vsocket::FallbackReasonName;
+using vsocket::rdma::RdmaChannel;
+using vsocket::rdma::RdmaChannelTestPeer;
+using vsocket::rdma::WaitOptions;
+using vsocket_rdma_test::Addr;
+using vsocket_rdma_test::Connect;
+using vsocket_rdma_test::Ctl;
+using vsocket_rdma_test::Fail;
+using vsocket_rdma_test::Listen;
+using vsocket_rdma_test::NowUs;
+using vsocket_rdma_test::RunPair;
+using vsocket_rdma_test::RunScenarios;
+using vsocket_rdma_test::Scenario;
+using vsocket_rdma_test::SelfIp;
+
+namespace wire = vsocket::rdma;
+
+constexpr char kHello[16] = "honest-message!";
+constexpr int64_t kDetectLimitMs = 1000;  // issue 14: within 1 s
+constexpr int kEchoRounds = 50;
+
+std::string Name(int fd) {
+  const char* n = vsocket_transport_name(fd);
+  return n ? n : "(null)";
+}
+
+// Connection A, made by hand: the steps of a vsocket client's connect()
+// (docs/PROTOCOL.md section 6) with the channel kept by the caller.
+struct HandMade {
+  int tcp_fd = -1;
+  std::unique_ptr<RdmaChannel> channel;
+};
+
+HandMade HandConnect(int port) {
+  HandMade m;
+  m.tcp_fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(m.tcp_fd >= 0, "socket");
+  sockaddr_in self = Addr(SelfIp(), 0);
+  CHECK(bind(m.tcp_fd, reinterpret_cast<sockaddr*>(&self), sizeof(self)) == 0,
+        "bind");
+  socklen_t len = sizeof(self);
+  CHECK(getsockname(m.tcp_fd, reinterpret_cast<sockaddr*>(&self), &len) == 0,
+        "getsockname");
+  sockaddr_in dst = Addr(SelfIp(), port);
+  FallbackReason reason =
+      vsocket::rdma::ProbeRdmaPeer(dst, ntohs(self.sin_port), &m.channel);
+  CHECK(reason == FallbackReason::kNone, "probe: %s",
+        FallbackReasonName(reason));
+  CHECK(connect(m.tcp_fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)) == 0,
+        "connect");
+  return m;
+}
+
+void SendAllApi(int fd, const void* buf, size_t len) {
+  const char* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = vsocket_send(fd, p, len, MSG_NOSIGNAL);
+    CHECK(n > 0, "send");
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
+void RecvAllApi(int fd, void* buf, size_t len) {
+  char* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = vsocket_recv(fd, p, len, 0);
+    CHECK(n > 0, "recv: %zd", n);
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
+// How the victim's connection A must end up after the attack.
+enum class Expect { kResetOrEof, kStillWorks };
+
+// The hostile side's part of a scenario: attacks `a` (after the honest
+// message went through).
+using Attack = void (*)(RdmaChannel& a);
+
+// One scenario: the victim serves A and B; the peer attacks A, then checks
+// that B still echoes.
+int RunAttack(Attack attack, Expect expect) {
+  return RunPair(
+      [&](Ctl& ctl) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        int port;
+        int lfd = Listen(&port);
+        ctl.Send(0, port);
+        int a = vsocket_accept(lfd, nullptr, nullptr);
+        CHECK(a >= 0, "accept A");
+        int b = vsocket_accept(lfd, nullptr, nullptr);
+        CHECK(b >= 0, "accept B");
+        CHECK(Name(a) == "rdma" && Name(b) == "rdma", "transports %s, %s",
+              Name(a).c_str(), Name(b).c_str());
+        char got[sizeof(kHello)];
+        RecvAllApi(a, got, sizeof(got));
+        CHECK(memcmp(got, kHello, sizeof(got)) == 0, "honest message");
+        ctl.Send(0, 1);  // A works: attack it
+        CHECK(ctl.Recv(0) == 2, "attack done");
+        int64_t t0 = NowUs();
+        pollfd p = {a, POLLIN, 0};
+        int r = vsocket_poll(&p, 1, 3000);
+        int64_t ms = (NowUs() - t0) / 1000;
+        CHECK(r == 1, "A not readable 3 s after the attack (poll %d)", r);
+        char buf[64];
+        errno = 0;
+        ssize_t n = vsocket_recv(a, buf, sizeof(buf), MSG_DONTWAIT);
+        if (expect == Expect::kResetOrEof) {
+          CHECK(n == 0 || (n == -1 && errno == ECONNRESET),
+                "A after the attack: recv %zd, want EOF or ECONNRESET", n);
+          CHECK(ms <= kDetectLimitMs, "A ended after %lld ms",
+                static_cast<long long>(ms));
+        } else {
+          CHECK(n == static_cast<ssize_t>(sizeof(kHello)) &&
+                    memcmp(buf, kHello, sizeof(kHello)) == 0,
+                "A after legal traffic: recv %zd", n);
+        }
+        // B still serves.
+        for (int i = 0; i < kEchoRounds; ++i) {
+          uint64_t v;
+          RecvAllApi(b, &v, sizeof(v));
+          SendAllApi(b, &v, sizeof(v));
+        }
+        ctl.Send(0, 3);
+        CHECK(ctl.Recv(0) == 4, "peer done");
+        vsocket_close(a);
+        vsocket_close(b);
+        vsocket_close(lfd);
+      },
+      [&](Ctl& ctl, pid_t) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        int port = static_cast<int>(ctl.Recv(1));
+        HandMade a = HandConnect(port);
+        int b = Connect(port);
+        CHECK(a.channel->Send(kHello, sizeof(kHello), WaitOptions{}) ==
+                  static_cast<ssize_t>(sizeof(kHello)),
+              "honest send");
+        CHECK(ctl.Recv(1) == 1, "victim ready");
+        attack(*a.channel);
+        if (expect == Expect::kStillWorks) {
+          CHECK(a.channel->Send(kHello, sizeof(kHello), WaitOptions{}) ==
+                    static_cast<ssize_t>(sizeof(kHello)),
+                "send after legal traffic");
+        }
+        ctl.Send(1, 2);
+        for (uint64_t i = 0; i < kEchoRounds; ++i) {
+          uint64_t v = i * 0x9E3779B97F4A7C15ull, back = 0;
+          SendAllApi(b, &v, sizeof(v));
+          RecvAllApi(b, &back, sizeof(back));
+          CHECK(back == v, "B echo %llu", static_cast<unsigned long long>(i));
+        }
+        CHECK(ctl.Recv(1) == 3, "victim done");
+        ctl.Send(1, 4);
+        a.channel->Abort();
+        close(a.tcp_fd);
+        vsocket_close(b);
+      });
+}
+
+void Post(RdmaChannel& a, uint32_t imm) {
+  CHECK(RdmaChannelTestPeer::PostImmediate(a, imm) == 0, "post immediate");
+}
+
+// Waits (≤ 1 s) until our own channel saw the NIC refuse a work request.
+void ExpectRefused(RdmaChannel& a, const char* what) {
+  int64_t end = NowUs() + 1'000'000;
+  while (a.error() == 0 && NowUs() < end) a.ReadableBytes();
+  CHECK(a.error() != 0, "%s: the victim's NIC accepted it", what);
+}
+
+// RDMA WRITE of `len` bytes of 0xff from our own memory to `remote_addr`
+// with the victim's rkey.
+void RawWrite(RdmaChannel& a, uint64_t remote_addr, size_t len) {
+  static std::vector<uint8_t> junk(1 << 16, 0xff);
+  ibv_mr* mr = ibv_reg_mr(RdmaChannelTestPeer::Pd(a), junk.data(), junk.size(),
+                          IBV_ACCESS_LOCAL_WRITE);
+  CHECK(mr != nullptr, "ibv_reg_mr");
+  ibv_sge sge = {reinterpret_cast<uintptr_t>(junk.data()),
+                 static_cast<uint32_t>(len), mr->lkey};
+  ibv_send_wr wr = {};
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = 0;  // covers no WR of the channel's own accounting
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = RdmaChannelTestPeer::PeerRkey(a);
+  CHECK(RdmaChannelTestPeer::PostRaw(a, &wr) == 0, "post write");
+  // The MR stays registered: the write may still be in flight.
+}
+
+// --- the attacks --------------------------------------------------------------
+
+// A data immediate for more bytes than the victim's ring has free.
+void DataOverflow(RdmaChannel& a) {
+  // (A whole ring is legal: the peer may fill it.  One byte more is not.)
+  Post(a, wire::kImmData |
+              static_cast<uint32_t>(RdmaChannelTestPeer::PeerCapacity(a) + 1));
+}
+// A data immediate of zero bytes (a vsocket sender never posts one).
+void DataZero(RdmaChannel& a) { Post(a, wire::kImmData | 0); }
+// A credit for bytes the victim never sent.
+void CreditUnsent(RdmaChannel& a) { Post(a, wire::kImmCredit | 4096); }
+// A control value nobody defined.
+void ControlUnknown(RdmaChannel& a) { Post(a, wire::kImmControl | 77); }
+// The fourth immediate type (undefined).
+void TypeUnknown(RdmaChannel& a) { Post(a, (3u << 30) | 5); }
+// Data after our own end of stream.
+void DataAfterFin(RdmaChannel& a) {
+  Post(a, wire::kImmControl | wire::kCtlFin);
+  Post(a, wire::kImmData | 8);
+}
+// A two-sided SEND (vsocket only ever writes with immediates): zero bytes,
+// then with a payload the victim's empty receive requests cannot hold.
+void PlainSend(RdmaChannel& a) {
+  ibv_send_wr wr = {};
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  CHECK(RdmaChannelTestPeer::PostRaw(a, &wr) == 0, "post send");
+}
+void PlainSendPayload(RdmaChannel& a) {
+  static char payload[64] = "payload";
+  ibv_mr* mr = ibv_reg_mr(RdmaChannelTestPeer::Pd(a), payload, sizeof(payload),
+                          IBV_ACCESS_LOCAL_WRITE);
+  CHECK(mr != nullptr, "ibv_reg_mr");
+  ibv_sge sge = {reinterpret_cast<uintptr_t>(payload), sizeof(payload),
+                 mr->lkey};
+  ibv_send_wr wr = {};
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  CHECK(RdmaChannelTestPeer::PostRaw(a, &wr) == 0, "post send");
+}
+// Writes over the ring's control block (head, tail, flags live just before
+// the data area in the victim's memory): the rkey must not reach it.
+void WriteControlBlock(RdmaChannel& a) {
+  uint64_t ring = RdmaChannelTestPeer::PeerRingAddr(a);
+  RawWrite(a, ring - vsocket::fifo::kRingDataOffset,
+           vsocket::fifo::kRingDataOffset);
+  ExpectRefused(a, "a write over the victim's ring control block");
+  a.Abort();
+}
+// Writes just past the end of the ring.
+void WritePastRing(RdmaChannel& a) {
+  uint64_t end = RdmaChannelTestPeer::PeerRingAddr(a) +
+                 RdmaChannelTestPeer::PeerCapacity(a);
+  RawWrite(a, end, 4096);
+  ExpectRefused(a, "a write past the victim's ring");
+  a.Abort();
+}
+// Legal but useless traffic: 20,000 no-op control immediates.  The victim
+// must stay responsive and A must keep working.
+void NopFlood(RdmaChannel& a) {
+  for (int i = 0; i < 20000; ++i) Post(a, wire::kImmControl | wire::kCtlNop);
+}
+
+int DataOverflowScenario() { return RunAttack(DataOverflow, Expect::kResetOrEof); }
+int DataZeroScenario() { return RunAttack(DataZero, Expect::kResetOrEof); }
+int CreditUnsentScenario() { return RunAttack(CreditUnsent, Expect::kResetOrEof); }
+int ControlUnknownScenario() { return RunAttack(ControlUnknown, Expect::kResetOrEof); }
+int TypeUnknownScenario() { return RunAttack(TypeUnknown, Expect::kResetOrEof); }
+int DataAfterFinScenario() { return RunAttack(DataAfterFin, Expect::kResetOrEof); }
+int PlainSendScenario() { return RunAttack(PlainSend, Expect::kResetOrEof); }
+int PlainSendPayloadScenario() { return RunAttack(PlainSendPayload, Expect::kResetOrEof); }
+int WriteControlBlockScenario() { return RunAttack(WriteControlBlock, Expect::kResetOrEof); }
+int WritePastRingScenario() { return RunAttack(WritePastRing, Expect::kResetOrEof); }
+int NopFloodScenario() { return RunAttack(NopFlood, Expect::kStillWorks); }
+
+// --- hello_then_vanish: RDMA handshakes whose TCP connection never comes --
+// The peer completes 8 RDMA CM handshakes naming TCP ports it never connects
+// from, and holds them.  The victim keeps serving an ordinary connection, and
+// drops every parked channel at its claim timeout (the peer's channels are
+// reset: docs/PROTOCOL.md section 6, "Server: listen()").
+int HelloThenVanishScenario() {
+  constexpr int kHeld = 8;
+  return RunPair(
+      [&](Ctl& ctl) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_CLAIM_TIMEOUT_MS", "1000", 1);
+        int port;
+        int lfd = Listen(&port);
+        ctl.Send(0, port);
+        int b = vsocket_accept(lfd, nullptr, nullptr);
+        CHECK(b >= 0, "accept");
+        CHECK(Name(b) == "rdma", "transport %s", Name(b).c_str());
+        for (int i = 0; i < kEchoRounds; ++i) {
+          uint64_t v;
+          RecvAllApi(b, &v, sizeof(v));
+          SendAllApi(b, &v, sizeof(v));
+        }
+        CHECK(ctl.Recv(0) == 1, "peer done");
+        vsocket_close(b);
+        vsocket_close(lfd);
+      },
+      [&](Ctl& ctl, pid_t) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        int port = static_cast<int>(ctl.Recv(1));
+        std::vector<std::unique_ptr<RdmaChannel>> held;
+        for (int i = 0; i < kHeld; ++i) {
+          std::unique_ptr<RdmaChannel> ch;
+          // Ports nobody connects from (the victim cannot tell).
+          FallbackReason reason = vsocket::rdma::ProbeRdmaPeer(
+              Addr(SelfIp(), port), static_cast<uint16_t>(61000 + i), &ch);
+          CHECK(reason == FallbackReason::kNone, "probe %d: %s", i,
+                FallbackReasonName(reason));
+          held.push_back(std::move(ch));
+        }
+        int b = Connect(port);
+        CHECK(Name(b) == "rdma", "transport %s", Name(b).c_str());
+        for (uint64_t i = 0; i < kEchoRounds; ++i) {
+          uint64_t v = i + 1, back = 0;
+          SendAllApi(b, &v, sizeof(v));
+          RecvAllApi(b, &back, sizeof(back));
+          CHECK(back == v, "echo %llu", static_cast<unsigned long long>(i));
+        }
+        // The victim's claim timeout (1 s) plus slack for the emulated guest.
+        int64_t end = NowUs() + 5'000'000;
+        for (auto& ch : held) {
+          while (ch->error() == 0 && NowUs() < end) {
+            ch->ReadableBytes();
+            usleep(1000);
+          }
+          CHECK(ch->error() == ECONNRESET,
+                "a held channel outlived the victim's claim timeout");
+        }
+        ctl.Send(1, 1);
+        vsocket_close(b);
+      });
+}
+
+constexpr Scenario kScenarios[] = {
+    {"data_overflow", DataOverflowScenario},
+    {"data_zero", DataZeroScenario},
+    {"credit_unsent", CreditUnsentScenario},
+    {"control_unknown", ControlUnknownScenario},
+    {"type_unknown", TypeUnknownScenario},
+    {"data_after_fin", DataAfterFinScenario},
+    {"plain_send", PlainSendScenario},
+    {"plain_send_payload", PlainSendPayloadScenario},
+    {"write_control_block", WriteControlBlockScenario},
+    {"write_past_ring", WritePastRingScenario},
+    {"nop_flood", NopFloodScenario},
+    {"hello_then_vanish", HelloThenVanishScenario},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return RunScenarios(argc, argv, kScenarios, /*pair_alarm_s=*/60);
+}
