@@ -19,6 +19,7 @@
 #include <string>
 
 #include "vsocket/config.h"
+#include "vsocket/deferred_accept.h"
 #include "vsocket/kernel_wait.h"
 #include "vsocket/live_stats.h"
 #include "vsocket/path_selection.h"
@@ -162,6 +163,7 @@ int vsocket_listen(int fd, int backlog) {
     vsocket::AttachListeners(fd, /*kernel_listening=*/true, &attachments, &rule_line);
     vs->set_rule_line(rule_line);
     vs->SetListening(std::move(attachments));
+    vsocket::HoldDeferAcceptFromKernel(vs.get(), fd);
   }
   return 0;
 }
@@ -362,7 +364,11 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
                        socklen_t len) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::setsockopt(fd, level, name, val, len);
-  int rc = sys::setsockopt(KernelFdOf(vs.get(), fd), level, name, val, len);
+  int rc = 0;
+  if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT &&
+      vsocket::SetDeferAccept(vs.get(), fd, val, len, &rc))
+    return rc;
+  rc = sys::setsockopt(KernelFdOf(vs.get(), fd), level, name, val, len);
   if (rc == 0 && level == SOL_SOCKET) {
     if (name == SO_RCVTIMEO) vs->set_recv_timeout_ns(TimevalToNs(val, len));
     if (name == SO_SNDTIMEO) vs->set_send_timeout_ns(TimevalToNs(val, len));
@@ -377,6 +383,10 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
 int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::getsockopt(fd, level, name, val, len);
+  int rc = 0;
+  if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT &&
+      vsocket::GetDeferAccept(*vs, val, len, &rc))
+    return rc;
   Transport* t = vs->TransportFinishingConnect(fd);
   if (t && level == SOL_SOCKET && name == SO_ERROR &&
       !(t->capabilities() & vsocket::kCapKernelStream)) {

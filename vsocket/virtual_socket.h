@@ -81,6 +81,12 @@ class VirtualSocket {
   void set_accepted(bool accepted) { accepted_ = accepted; }
   void set_rule_line(uint32_t line) { rule_line_ = line; }
   uint32_t rule_line() const { return rule_line_; }
+  // TCP_DEFER_ACCEPT kept from the kernel on a listener with fast paths
+  // (vsocket/deferred_accept.h), in the kernel's seconds; -1: the kernel
+  // holds the option.
+  int held_defer_accept() const { return held_defer_accept_.load(std::memory_order_relaxed); }
+  void set_held_defer_accept(int s) { held_defer_accept_.store(s, std::memory_order_relaxed); }
+
   // shutdown() succeeded with `how`.  REQUIRES: connected.
   void NoteShutdown(int how);
 
@@ -109,6 +115,7 @@ class VirtualSocket {
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};
   std::atomic<uint32_t> buffer_sizes_set_{0};  // Transport::k*BufferSet
+  std::atomic<int> held_defer_accept_{-1};
   bool accepted_ = false;
   uint32_t rule_line_ = 0;
   LiveSlot* live_slot_ = nullptr;  // ours from SetTransport to the dtor
