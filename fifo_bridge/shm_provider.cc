@@ -66,7 +66,11 @@ class ShmPendingConnection final : public PendingConnection {
     }
     transport->HoldDescriptors(std::move(descriptors_));
     if (InstallAtUserNumber(wait_fd, fd) != 0) {
-      return nullptr;  // the transport's destructor closes what it owns
+      // The destructor frees the side state, segment, doorbell and budget;
+      // the liveness duplicate is closed only by Release(): close it here.
+      transport.reset();
+      sys::close(liveness_fd);
+      return nullptr;
     }
     transport->set_user_fd(fd);
     if (hand_out_) transport->KeepOfferHandOut(std::move(hand_out_));

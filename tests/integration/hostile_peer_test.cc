@@ -36,9 +36,13 @@
 
 #include "fifo_bridge/ring_layout.h"
 #include "fifo_bridge/shm_segment.h"
+#include "loopback.h"
 #include "vsocket/vsocket.h"
 
 namespace {
+
+using vsocket_test_support::NowMs;
+using vsocket_test_support::Loopback;
 
 namespace fifo = vsocket::fifo;
 
@@ -56,12 +60,6 @@ const char* g_role = "main";
 }
 #define CHECK(cond, ...) \
   do { if (!(cond)) Fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)
-
-int64_t NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct Ctl {
   int fds[2];
@@ -82,14 +80,6 @@ void Configure() {
   setenv("VSOCKET_RING_SIZE", "64K", 1);
   setenv("VSOCKET_CLAIM_TIMEOUT_MS", "10000", 1);
   setenv("VSOCKET_LOG", "error", 1);  // the resets are logged as warnings
-}
-
-sockaddr_in Loopback(int port) {
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
 }
 
 int Listen(int* port) {

@@ -29,25 +29,15 @@
 #include <string>
 #include <vector>
 
+#include "loopback.h"
 #include "vsocket/vsocket.h"
 
 namespace {
 
+using vsocket_test_support::NowMs;
+using vsocket_test_support::Loopback;
+
 constexpr size_t kBytes = 256 << 10;  // client -> echo server -> client
-
-int64_t NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
-
-sockaddr_in Loopback(int port) {
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
 
 uint8_t Pattern(size_t i) { return static_cast<uint8_t>((i * 131) ^ (i >> 9)); }
 

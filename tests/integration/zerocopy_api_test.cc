@@ -34,10 +34,14 @@
 #include <vector>
 
 #include "stats_json.h"
+#include "loopback.h"
 #include "vsocket/vsocket.h"
 #include "zerocopy_stream.h"
 
 namespace {
+
+using vsocket_test_support::NowMs;
+using vsocket_test_support::Loopback;
 
 using vsocket_zc_test::CheckPattern;
 using vsocket_zc_test::FillPattern;
@@ -67,12 +71,6 @@ const char* g_role = "main";
           strerror(e));                                                      \
   } while (0)
 
-int64_t NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
-
 struct Ctl {
   int fds[2];
   void Send(int side, int64_t v) {
@@ -89,14 +87,6 @@ void Configure(const std::string& mode) {
   setenv("VSOCKET_TRANSPORT", mode.c_str(), 1);
   setenv("VSOCKET_RING_SIZE", "64K", 1);  // a ring the tests can fill
   setenv("VSOCKET_CLAIM_TIMEOUT_MS", "10000", 1);
-}
-
-sockaddr_in Loopback(int port) {
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
 }
 
 int Listen(int* port) {
