@@ -30,14 +30,16 @@ FallbackReason ReasonForSetupError(int err) {
 // Client: an unclaimed offer between the probe and the connect.
 class ShmPendingConnection final : public PendingConnection {
  public:
+  // `listener_pid`: the process that listens (the marker's SO_PEERCRED).
   ShmPendingConnection(std::unique_ptr<ShmSegment> segment,
                        std::unique_ptr<Doorbell> doorbell,
                        DescriptorReservation descriptors,
-                       std::unique_ptr<OfferHandOut> hand_out)
+                       std::unique_ptr<OfferHandOut> hand_out, pid_t listener_pid)
       : segment_(std::move(segment)),
         doorbell_(std::move(doorbell)),
         descriptors_(std::move(descriptors)),
-        hand_out_(std::move(hand_out)) {}
+        hand_out_(std::move(hand_out)),
+        listener_pid_(listener_pid) {}
   // A withdrawn offer: the server's claim finds no segment (TCP).
   ~ShmPendingConnection() override {
     if (segment_) segment_->Unlink();
@@ -74,6 +76,7 @@ class ShmPendingConnection final : public PendingConnection {
     }
     transport->set_user_fd(fd);
     if (hand_out_) transport->KeepOfferHandOut(std::move(hand_out_));
+    transport->set_listener_pid(listener_pid_);
     transport->StartWatching();
     *reason = FallbackReason::kNone;
     return transport;
@@ -84,6 +87,7 @@ class ShmPendingConnection final : public PendingConnection {
   std::unique_ptr<Doorbell> doorbell_;
   DescriptorReservation descriptors_;
   std::unique_ptr<OfferHandOut> hand_out_;  // sealed offers only
+  pid_t listener_pid_;
 };
 
 // How long accept() waits for a client's watcher thread to hand its sealed
@@ -288,7 +292,7 @@ class ShmTransportProvider final : public TransportProvider {
     }
     *pending = std::make_unique<ShmPendingConnection>(
         std::move(segment), std::move(doorbell), std::move(descriptors),
-        std::move(hand_out));
+        std::move(hand_out), probe.pid);
     return {FallbackReason::kNone, true};
   }
 

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstring>
 
 #include "base/real_libc.h"
 #include "vsocket/descriptor_swap.h"
@@ -25,6 +27,31 @@
 namespace vsocket::fifo {
 
 namespace sys = ::vsocket::sys;
+
+namespace {
+
+// True when `pid` has exited: no such process, or a zombie that its parent
+// has not reaped yet (kill(pid, 0) still succeeds on those).  A pid reused
+// within the claim timeout looks alive: the claim timeout then decides, as
+// before.
+bool ProcessIsGone(pid_t pid) {
+  char path[32];
+  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  char buf[256];
+  ssize_t n = sys::read(fd, buf, sizeof(buf) - 1);
+  sys::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold one).
+  const char* paren = strrchr(buf, ')');
+  if (paren == nullptr || paren[1] != ' ') return false;
+  char state = paren[2];
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
 
 void ShmTransport::CheckLiveness() {
   // After a move to TCP its bytes are the stream's, not a protocol error.
@@ -138,10 +165,25 @@ void ShmTransport::MoveUserFd(int fd) {
   set_user_fd(fd);
 }
 
+int64_t ShmTransport::NextUnclaimedLook(int64_t now_ns) const {
+  if (listener_pid_ <= 0) return claim_deadline_ns_;
+  return std::min(claim_deadline_ns_, now_ns + kListenerLookNs);
+}
+
 int64_t ShmTransport::OnDeadline() {
   if (role_ == Role::kClient && !IsClaimed()) {
-    MaybeRevoke(false, FallbackReason::kClaimTimeout);
-    return 0;
+    int64_t now = MonotonicNs();
+    if (now >= claim_deadline_ns_) {
+      MaybeRevoke(false, FallbackReason::kClaimTimeout);
+      return 0;
+    }
+    if (listener_pid_ > 0 && ProcessIsGone(listener_pid_)) {
+      VSOCKET_LOG(kDebug, "the listener (pid %d) is gone before claiming: offer revoked",
+                  static_cast<int>(listener_pid_));
+      MaybeRevoke(true, FallbackReason::kOfferRevoked);
+      return 0;
+    }
+    return NextUnclaimedLook(now);
   }
   return TrimIdleRing();
 }

@@ -48,8 +48,9 @@ void ShmTransport::StartWatching() {
   // install then closed under the successor (EBADF; found by the kill loop).
   WatchLiveness(tcp_fd_, this);
   watched_ = true;
-  // The claim deadline holds even while the application only sleeps.
-  WatchDeadline(this, claim_deadline_ns_);
+  // The claim deadline holds even while the application only sleeps; the
+  // listener's life is looked at before it (OnDeadline).
+  WatchDeadline(this, NextUnclaimedLook(MonotonicNs()));
   WatchSink(doorbell_->sink_fd(), this);
 }
 

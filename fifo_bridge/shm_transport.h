@@ -61,6 +61,12 @@ class ShmTransport final : public Transport,
   // watcher may revoke the offer at once and put the TCP socket on the
   // user's number (RetireHere), which it must find there.
   void StartWatching();
+  // Client, before StartWatching(): the pid of the process that listens
+  // (the marker's SO_PEERCRED).  While the offer is unclaimed the watcher
+  // looks every kListenerLookNs whether it still lives and revokes the offer
+  // when it does not: a listener that dies with our connection half-open
+  // sends no RST, and an unclaimed client sends nothing on TCP to draw one.
+  void set_listener_pid(pid_t pid) { listener_pid_ = pid; }
   ~ShmTransport() override;
 
   // The user's descriptor (the doorbell's wait socket).  The socket layer
@@ -176,12 +182,19 @@ class ShmTransport final : public Transport,
   void OnSinkEvent() override;
   // Watcher thread.  Client before the claim: the claim deadline passed
   // while no call came to look (the application sleeps in poll/epoll with
-  // its request still in the ring): revoke now and continue on TCP.  After
-  // the claim: the once-a-second look at a transmit ring that carried data
-  // (TrimIdleRing).
+  // its request still in the ring), or the listener's process is gone:
+  // revoke now and continue on TCP; else look again at NextUnclaimedLook.
+  // After the claim: the once-a-second look at a transmit ring that carried
+  // data (TrimIdleRing).
   int64_t OnDeadline() override;
 
  private:
+  // Client, unclaimed: how often the listener's life is looked at.
+  static constexpr int64_t kListenerLookNs = 100'000'000;
+  // The next unclaimed look after `now_ns`: kListenerLookNs on, or the
+  // claim deadline if sooner (or if the listener's pid is unknown).
+  int64_t NextUnclaimedLook(int64_t now_ns) const;
+
   ShmTransport() = default;
   // The object for one side over `segment`, with the given side state and
   // descriptors (all owned from now on); watches nothing yet.  Shared by
@@ -328,6 +341,7 @@ class ShmTransport final : public Transport,
   std::unique_ptr<RingConsumer> consumer_;
   int tcp_fd_ = -1;
   int64_t claim_deadline_ns_ = 0;
+  pid_t listener_pid_ = 0;  // client: 0 = unknown (no look)
   std::atomic<bool> claimed_{false};
   bool watched_ = false;  // registered with the liveness watcher
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};
