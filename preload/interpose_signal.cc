@@ -24,7 +24,7 @@
 
 #include "preload/preload_internal.h"
 #include "base/real_libc.h"
-#include "fifo_bridge/segment_fault_guard.h"
+#include "base/shared_file_fault_guard.h"
 #include "vsocket/signal_restart.h"
 
 namespace {
@@ -56,9 +56,10 @@ std::atomic<bool> g_interrupting[_NSIG];
 
 void Trampoline(int sig, siginfo_t* info, void* context) {
   int saved = errno;
-  // A SIGBUS from a shared segment that lost its pages is vsocket's to
-  // handle (fifo_bridge/segment_fault_guard.h), before the program's.
-  if (sig == SIGBUS && vsocket::fifo::RecoverSegmentFault(info)) {
+  // A SIGBUS from a shared file of vsocket's that lost its pages is
+  // vsocket's to handle (base/shared_file_fault_guard.h), before the
+  // program's.
+  if (sig == SIGBUS && vsocket::RecoverSharedFileFault(info)) {
     errno = saved;
     return;
   }

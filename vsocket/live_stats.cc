@@ -9,10 +9,12 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "base/real_libc.h"
+#include "base/shared_file_fault_guard.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
 #include "vsocket/rules.h"
@@ -127,7 +130,27 @@ int CreateFile(const std::string& path, size_t bytes) {
   return fd;
 }
 
+// Async-signal-safe (base/shared_file_fault_guard.h): a mapping of our
+// page file that lost its pages (another process of the user truncated it)
+// gets private zero pages.  Counting goes on into them; vsocket-stat no
+// longer sees this process's updates.
+bool RecoverLivePage(const SharedFileMapping& m) {
+  const char* name = std::strrchr(m.path, '/');
+  if (name == nullptr || std::strncmp(name + 1, "stat-", 5) != 0) return false;
+  void* fresh = reinterpret_cast<void*>(
+      ::syscall(SYS_mmap, m.start, m.end - m.start, PROT_READ | PROT_WRITE,
+                MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (fresh != reinterpret_cast<void*>(m.start)) return false;
+  static const char kMessage[] =
+      "vsocket: warn: the live statistics page lost its pages (truncated by another "
+      "process); vsocket-stat no longer sees this process's updates\n";
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) ::syscall(SYS_write, 2, kMessage, sizeof(kMessage) - 1);
+  return true;
+}
+
 void* MapFile(int fd, size_t bytes, off_t offset, void* at) {
+  GuardSharedFiles(RecoverLivePage);  // before the first mapping (once)
   void* p = ::mmap(at, bytes, PROT_READ | PROT_WRITE,
                    MAP_SHARED | (at ? MAP_FIXED : 0), fd, offset);
   return p == MAP_FAILED ? nullptr : p;

@@ -1,0 +1,163 @@
+#include "base/shared_file_fault_guard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "base/real_libc.h"
+
+namespace vsocket {
+namespace {
+
+constexpr char kSharedPathPrefix[] = "/dev/shm/vsocket-";
+constexpr int kMaxRecoverers = 4;
+
+std::atomic<SharedFileRecoverer> g_recoverers[kMaxRecoverers];
+
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+
+int LibcSigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  static std::atomic<SigactionFn> cache{nullptr};
+  SigactionFn fn = sys::NextSymbol(&cache, "sigaction");
+  if (!fn) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return fn(sig, act, old);
+}
+
+struct sigaction g_previous;  // written once, before the guard is installed
+
+// Hex number at *p; advances *p past it.
+uintptr_t ParseHex(const char** p) {
+  uintptr_t v = 0;
+  for (;; ++*p) {
+    char c = **p;
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return v;
+    v = v * 16 + static_cast<uintptr_t>(d);
+  }
+}
+
+// Skips the blanks before a field, then the field.
+void SkipField(const char** p) {
+  while (**p == ' ') ++*p;
+  while (**p && **p != ' ') ++*p;
+}
+
+// One /proc/self/maps line: "start-end perms offset dev inode   path".
+// True when it maps a file under kSharedPathPrefix and holds `addr`.
+bool ParseLineFor(const char* line, uintptr_t addr, SharedFileMapping* m) {
+  const char* p = line;
+  m->start = ParseHex(&p);
+  if (*p++ != '-') return false;
+  m->end = ParseHex(&p);
+  if (addr < m->start || addr >= m->end) return false;
+  SkipField(&p);  // perms
+  while (*p == ' ') ++p;
+  m->offset = ParseHex(&p);
+  SkipField(&p);  // dev
+  SkipField(&p);  // inode
+  while (*p == ' ') ++p;
+  m->path = p;
+  return std::strncmp(p, kSharedPathPrefix, sizeof(kSharedPathPrefix) - 1) == 0;
+}
+
+// Finds the mapping holding `addr` and offers it to the recoverers.
+bool OfferMapping(uintptr_t addr) {
+  int fd = static_cast<int>(
+      ::syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return false;
+  char buf[4096];
+  char line[512];
+  size_t len = 0;
+  bool found = false, recovered = false;
+  SharedFileMapping m;
+  while (!found) {
+    ssize_t n = ::syscall(SYS_read, fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n && !found; ++i) {
+      if (buf[i] == '\n') {
+        line[len] = '\0';
+        found = ParseLineFor(line, addr, &m);
+        len = 0;
+      } else if (len < sizeof(line) - 1) {
+        line[len++] = buf[i];  // a longer line keeps its start: enough here
+      }
+    }
+  }
+  ::syscall(SYS_close, fd);
+  for (int i = 0; found && !recovered && i < kMaxRecoverers; ++i) {
+    SharedFileRecoverer r = g_recoverers[i].load(std::memory_order_acquire);
+    if (r != nullptr) recovered = r(m);
+  }
+  return recovered;
+}
+
+void Chain(int sig, siginfo_t* info, void* context) {
+  // sa_handler and sa_sigaction share storage: SIG_DFL/SIG_IGN whatever
+  // the flags say.
+  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+    if (g_previous.sa_flags & SA_SIGINFO) {
+      g_previous.sa_sigaction(sig, info, context);
+    } else {
+      g_previous.sa_handler(sig);
+    }
+    return;
+  }
+  bool sent = info->si_code <= 0;  // kill(), sigqueue(): not a fault
+  if (sent && g_previous.sa_handler == SIG_IGN) return;
+  // The default action: for a fault, the retried access faults again; a
+  // sent signal is raised again (blocked until this handler returns).
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  LibcSigaction(sig, &dfl, nullptr);
+  if (sent) ::syscall(SYS_tgkill, ::getpid(), ::gettid(), sig);
+}
+
+void Handler(int sig, siginfo_t* info, void* context) {
+  int saved = errno;
+  bool recovered = RecoverSharedFileFault(info);
+  errno = saved;
+  if (!recovered) Chain(sig, info, context);
+}
+
+}  // namespace
+
+bool RecoverSharedFileFault(const siginfo_t* info) {
+  if (info == nullptr || info->si_signo != SIGBUS || info->si_code != BUS_ADRERR)
+    return false;
+  return OfferMapping(reinterpret_cast<uintptr_t>(info->si_addr));
+}
+
+void GuardSharedFiles(SharedFileRecoverer recoverer) {
+  static std::mutex mu;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& slot : g_recoverers) {
+      SharedFileRecoverer r = slot.load(std::memory_order_relaxed);
+      if (r == recoverer) break;
+      if (r == nullptr) {
+        slot.store(recoverer, std::memory_order_release);
+        break;
+      }
+    }
+  }
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction guard = {};
+    guard.sa_sigaction = Handler;
+    guard.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&guard.sa_mask);
+    // g_previous is complete before the guard can run: query, then install.
+    if (LibcSigaction(SIGBUS, nullptr, &g_previous) != 0) return;
+    LibcSigaction(SIGBUS, &guard, nullptr);
+  });
+}
+
+}  // namespace vsocket
