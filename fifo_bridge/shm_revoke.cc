@@ -125,6 +125,10 @@ bool ShmTransport::RetireHere(FallbackReason reason) {
         }
       },
       &swap);
+  // That look registers on nothing new: poll() and select() wait only on
+  // the files of their first pass.  A sleeper that finds TCP not yet
+  // readable sleeps on, on the old socket; OnLivenessEvent rings it again
+  // when TCP becomes readable.
   doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
   // The TCP socket stays ours (tcp_fd_, closed by Release); the successor
   // names it by the user's number, which the socket layer owns.
@@ -189,7 +193,17 @@ int64_t ShmTransport::OnDeadline() {
 }
 
 bool ShmTransport::OnLivenessEvent() {
-  CheckLiveness();
+  if (!revoked()) CheckLiveness();
+  if (revoked()) {
+    // TCP, now on the user's number, became readable.  A poll()/select()
+    // that began before the swap waits on the old wait socket alone (see
+    // RetireHere): wake it, once, so that it looks at TCP.  Without this
+    // it slept to its timeout with the echo in TCP (integration.
+    // RendezvousSquat: 5 s in most runs; forever for an infinite poll).
+    // Only sleepers on the old socket see it; the number names TCP.
+    doorbell_->RingSelf();
+    return false;
+  }
   // After the peer's move, TCP readiness is data, which the application's
   // calls take: stop watching it.
   return !revoked() && !(side_->local_flags.load(std::memory_order_acquire) &

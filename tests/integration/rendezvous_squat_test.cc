@@ -37,7 +37,8 @@ namespace {
 using vsocket_test_support::NowMs;
 using vsocket_test_support::Loopback;
 
-constexpr size_t kBytes = 256 << 10;  // client -> echo server -> client
+// Client -> echo server -> client; the datagram flood test sends more.
+size_t kBytes = 256 << 10;
 
 uint8_t Pattern(size_t i) { return static_cast<uint8_t>((i * 131) ^ (i >> 9)); }
 
@@ -273,6 +274,11 @@ TEST(RendezvousSquat, AForgedListenerMarkerInFrontOfAPlainServerFallsBackAtTheCl
   EXPECT_TRUE(s.ok) << "server echoed every byte";
   EXPECT_STREQ(c.transport, "tcp");
   EXPECT_STREQ(c.reason, "claim_timeout");
+  // The claim timeout (300 ms) and the echo.  A client asleep in poll()
+  // when its offer moved to TCP used to sleep to its poll timeout (5 s):
+  // the poll waited on the old wait socket only (ShmTransport::
+  // OnLivenessEvent now wakes it when TCP becomes readable).
+  EXPECT_LT(c.elapsed_ms, 2000);
   int probes = 0;
   ExpectNoBytesTo(marker, &probes);
   EXPECT_GE(probes, 1) << "the client never probed the forged marker";
@@ -322,6 +328,76 @@ TEST(RendezvousSquat, SquattedServerNamesSendTheConnectionToTcp) {
   char b;
   EXPECT_LT(recv(squat, &b, 1, MSG_DONTWAIT), 0) << "the squatter got a datagram";
   close(squat);
+}
+
+// Datagrams from a stranger of the same user into a connection's doorbell
+// sockets (PROTOCOL.md section 3) while 64 MiB are echoed.  Returns the
+// client's and the server's reports; prints how many datagrams got in.
+struct FloodOutcome {
+  Report client, server;
+  int delivered = 0;
+};
+FloodOutcome FloodDoorbells(const std::vector<std::string>& names) {
+  kBytes = 64 << 20;
+  int port = 0;
+  Child server = EchoServer(/*plain=*/false, &port);
+  int client_port = FreePort();
+  Child client = EchoClient(port, client_port, 3000);
+  int stranger = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const std::string key = "vsk1/" + Key(port, client_port) + "/";
+  FloodOutcome o;
+  char junk[64];
+  std::memset(junk, 0xa5, sizeof(junk));
+  pollfd p = {client.pipe_fd, POLLIN, 0};
+  int64_t start = NowMs();
+  while (stranger >= 0 && poll(&p, 1, 0) == 0 && NowMs() - start < 25000) {
+    for (const std::string& n : names) {
+      std::string name = key + n;
+      sockaddr_un a = {};
+      a.sun_family = AF_UNIX;
+      std::memcpy(a.sun_path + 1, name.data(), name.size());
+      socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+      if (sendto(stranger, junk, 1 + (NowMs() % sizeof(junk)), 0,
+                 reinterpret_cast<sockaddr*>(&a), len) >= 0)
+        ++o.delivered;
+    }
+  }
+  o.client = client.Wait(25000);
+  o.server = server.Wait(5000);
+  if (stranger >= 0) close(stranger);
+  kBytes = 256 << 10;
+  std::printf("%d datagrams delivered; client %s %s, server %s %s\n", o.delivered,
+              o.client.transport, o.client.reason, o.server.transport, o.server.reason);
+  return o;
+}
+
+// Into both wait sockets and the server's sink: they cost wake-ups, nothing
+// more; the connection stays on shared memory, every byte intact.
+TEST(RendezvousSquat, StrangersDatagramsIntoTheDoorbellsChangeNothing) {
+  FloodOutcome o = FloodDoorbells({"cA", "sA", "sK"});
+  EXPECT_STREQ(o.client.error, "");
+  EXPECT_STREQ(o.server.error, "");
+  EXPECT_TRUE(o.client.ok && o.server.ok) << "echo intact";
+  EXPECT_STREQ(o.client.transport, "shm") << o.client.reason;
+  EXPECT_STREQ(o.server.transport, "shm") << o.server.reason;
+  EXPECT_GT(o.delivered, 0) << "the flood never reached the connection";
+}
+
+// Into the client's sink: before the claim a datagram there is the server's
+// decline (Doorbell::DeclineOffer, sent from an unbound socket, so it cannot
+// be told from a stranger's of the same user), and the connection moves to
+// TCP, named claim_declined; after the claim it costs a wake-up of the
+// watcher.  Either way every byte arrives.
+TEST(RendezvousSquat, StrangersDatagramsIntoTheClientsSinkAtMostDeclineTheOffer) {
+  FloodOutcome o = FloodDoorbells({"cK"});
+  EXPECT_STREQ(o.client.error, "");
+  EXPECT_STREQ(o.server.error, "");
+  EXPECT_TRUE(o.client.ok && o.server.ok) << "echo intact";
+  if (std::string(o.client.transport) == "tcp") {
+    EXPECT_STREQ(o.client.reason, "claim_declined");
+  } else {
+    EXPECT_STREQ(o.client.transport, "shm");
+  }
 }
 
 }  // namespace
