@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -128,6 +129,16 @@ void Handler(int sig, siginfo_t* info, void* context) {
 }
 
 }  // namespace
+
+bool ReplaceWithZeroPages(const SharedFileMapping& m, std::atomic<bool>* said,
+                          const char* message) {
+  void* fresh = reinterpret_cast<void*>(
+      ::syscall(SYS_mmap, m.start, m.end - m.start, PROT_READ | PROT_WRITE,
+                MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (fresh != reinterpret_cast<void*>(m.start)) return false;
+  if (!said->exchange(true)) ::syscall(SYS_write, 2, message, std::strlen(message));
+  return true;
+}
 
 bool RecoverSharedFileFault(const siginfo_t* info) {
   if (info == nullptr || info->si_signo != SIGBUS || info->si_code != BUS_ADRERR)

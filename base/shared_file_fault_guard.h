@@ -26,6 +26,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace vsocket {
@@ -41,6 +42,13 @@ struct SharedFileMapping {
 // Runs in the signal handler: async-signal-safe (system calls and stack
 // memory only).  Returns true when it replaced the mapping's pages.
 using SharedFileRecoverer = bool (*)(const SharedFileMapping& mapping);
+
+// For recoverers (async-signal-safe): maps private zero pages over the whole
+// mapping (MAP_FIXED), so that the faulting access is retried on them, and
+// the first time `*said` is false writes `message` to stderr.  False if the
+// mapping could not be replaced.
+bool ReplaceWithZeroPages(const SharedFileMapping& mapping, std::atomic<bool>* said,
+                          const char* message);
 
 // Adds `recoverer` (once; at most 4 kinds) and installs the SIGBUS handler
 // (once per process).  Thread-safe.

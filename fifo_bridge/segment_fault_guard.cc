@@ -1,9 +1,5 @@
 #include "fifo_bridge/segment_fault_guard.h"
 
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -25,10 +21,12 @@ bool RecoverSegment(const SharedFileMapping& m) {
   size_t bytes = m.end - m.start;
   if (bytes < kSegmentHeaderBytes + 2 * kPage || (bytes - kSegmentHeaderBytes) % (2 * kPage))
     return false;
-  void* fresh = reinterpret_cast<void*>(
-      ::syscall(SYS_mmap, m.start, bytes, PROT_READ | PROT_WRITE,
-                MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  if (fresh != reinterpret_cast<void*>(m.start)) return false;
+  static std::atomic<bool> said{false};
+  if (!ReplaceWithZeroPages(m, &said,
+                            "vsocket: warn: a shared-memory segment lost its pages (truncated "
+                            "by the peer, or /dev/shm full); that connection is reset\n")) {
+    return false;
+  }
   auto* base = reinterpret_cast<uint8_t*>(m.start);
   size_t stride = (bytes - kSegmentHeaderBytes) / 2;
   reinterpret_cast<SegmentHeader*>(base)->claim.store(kClaimed, std::memory_order_relaxed);
@@ -36,11 +34,6 @@ bool RecoverSegment(const SharedFileMapping& m) {
     auto* control = reinterpret_cast<RingControl*>(base + kSegmentHeaderBytes + ring * stride);
     control->flags.store(kReset, std::memory_order_release);
   }
-  static const char kMessage[] =
-      "vsocket: warn: a shared-memory segment lost its pages (truncated by the peer, or "
-      "/dev/shm full); that connection is reset\n";
-  static std::atomic<bool> said{false};
-  if (!said.exchange(true)) ::syscall(SYS_write, 2, kMessage, sizeof(kMessage) - 1);
   return true;
 }
 

@@ -13,6 +13,8 @@
 // accept() returns connections at once.  A plain TCP client of such a
 // listener is then accepted before its data arrive, as the kernel does at
 // the option's timeout: a program that sets the option handles that already.
+// Not carried across exec: a listener the new image inherits keeps the
+// option off in the kernel, and its getsockopt reports 0.
 //
 // Threading: any thread; the value lives in an atomic of the VirtualSocket.
 #ifndef VSOCKET_VSOCKET_DEFERRED_ACCEPT_H_

@@ -9,7 +9,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,16 +136,11 @@ int CreateFile(const std::string& path, size_t bytes) {
 bool RecoverLivePage(const SharedFileMapping& m) {
   const char* name = std::strrchr(m.path, '/');
   if (name == nullptr || std::strncmp(name + 1, "stat-", 5) != 0) return false;
-  void* fresh = reinterpret_cast<void*>(
-      ::syscall(SYS_mmap, m.start, m.end - m.start, PROT_READ | PROT_WRITE,
-                MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  if (fresh != reinterpret_cast<void*>(m.start)) return false;
-  static const char kMessage[] =
-      "vsocket: warn: the live statistics page lost its pages (truncated by another "
-      "process); vsocket-stat no longer sees this process's updates\n";
   static std::atomic<bool> said{false};
-  if (!said.exchange(true)) ::syscall(SYS_write, 2, kMessage, sizeof(kMessage) - 1);
-  return true;
+  return ReplaceWithZeroPages(
+      m, &said,
+      "vsocket: warn: the live statistics page lost its pages (truncated by another "
+      "process); vsocket-stat no longer sees this process's updates\n");
 }
 
 void* MapFile(int fd, size_t bytes, off_t offset, void* at) {

@@ -285,49 +285,48 @@ TEST(RendezvousSquat, AForgedListenerMarkerInFrontOfAPlainServerFallsBackAtTheCl
   close(marker);
 }
 
-TEST(RendezvousSquat, SquattedClientNamesSendTheConnectionToTcp) {
+// Squats `role` ("cA": the client's wait socket, "sA": the server's) of the
+// next connection, then echoes over it: both reports, every byte intact,
+// no datagram to the squatter.
+struct SquatOutcome {
+  Report client, server;
+};
+SquatOutcome SquatAndEcho(const char* role) {
+  SquatOutcome o;
   int port = 0;
   Child server = EchoServer(/*plain=*/false, &port);
   int client_port = FreePort();
-  int squat = BindAbstract("vsk1/" + Key(port, client_port) + "/cA", SOCK_DGRAM);
-  ASSERT_GE(squat, 0);
+  int squat = BindAbstract("vsk1/" + Key(port, client_port) + "/" + role, SOCK_DGRAM);
+  EXPECT_GE(squat, 0);
   Child client = EchoClient(port, client_port, 3000);
-  Report c = client.Wait(25000);
-  Report s = server.Wait(5000);
-  EXPECT_STREQ(c.error, "");
-  EXPECT_STREQ(s.error, "");
-  EXPECT_TRUE(c.ok && s.ok);
-  EXPECT_STREQ(c.transport, "tcp");
-  EXPECT_STREQ(c.reason, "rendezvous_name_in_use");
-  EXPECT_STREQ(s.transport, "tcp");
-  EXPECT_STREQ(s.reason, "peer_not_vsocket");
+  o.client = client.Wait(25000);
+  o.server = server.Wait(5000);
+  EXPECT_STREQ(o.client.error, "");
+  EXPECT_STREQ(o.server.error, "");
+  EXPECT_TRUE(o.client.ok && o.server.ok);
   char b;
   EXPECT_LT(recv(squat, &b, 1, MSG_DONTWAIT), 0) << "the squatter got a datagram";
-  close(squat);
+  if (squat >= 0) close(squat);
+  return o;
+}
+
+TEST(RendezvousSquat, SquattedClientNamesSendTheConnectionToTcp) {
+  SquatOutcome o = SquatAndEcho("cA");
+  EXPECT_STREQ(o.client.transport, "tcp");
+  EXPECT_STREQ(o.client.reason, "rendezvous_name_in_use");
+  EXPECT_STREQ(o.server.transport, "tcp");
+  EXPECT_STREQ(o.server.reason, "peer_not_vsocket");
 }
 
 TEST(RendezvousSquat, SquattedServerNamesSendTheConnectionToTcp) {
-  int port = 0;
-  Child server = EchoServer(/*plain=*/false, &port);
-  int client_port = FreePort();
-  int squat = BindAbstract("vsk1/" + Key(port, client_port) + "/sA", SOCK_DGRAM);
-  ASSERT_GE(squat, 0);
-  Child client = EchoClient(port, client_port, 3000);
-  Report c = client.Wait(25000);
-  Report s = server.Wait(5000);
-  EXPECT_STREQ(c.error, "");
-  EXPECT_STREQ(s.error, "");
-  EXPECT_TRUE(c.ok && s.ok);
+  SquatOutcome o = SquatAndEcho("sA");
   // The server cannot bind its names, declines the claim, and the client
   // learns it at once (no claim timeout).
-  EXPECT_STREQ(s.transport, "tcp");
-  EXPECT_STREQ(s.reason, "rendezvous_name_in_use");
-  EXPECT_STREQ(c.transport, "tcp");
-  EXPECT_STREQ(c.reason, "claim_declined");
-  EXPECT_LT(c.elapsed_ms, 2000);
-  char b;
-  EXPECT_LT(recv(squat, &b, 1, MSG_DONTWAIT), 0) << "the squatter got a datagram";
-  close(squat);
+  EXPECT_STREQ(o.server.transport, "tcp");
+  EXPECT_STREQ(o.server.reason, "rendezvous_name_in_use");
+  EXPECT_STREQ(o.client.transport, "tcp");
+  EXPECT_STREQ(o.client.reason, "claim_declined");
+  EXPECT_LT(o.client.elapsed_ms, 2000);
 }
 
 // Datagrams from a stranger of the same user into a connection's doorbell
