@@ -6,9 +6,11 @@
 # show RDMA connections only: "transports" has no key but "rdma", its
 # connection count is the one stated per program below, and there are no
 # "fallback_reasons".
-#   iperf3   16 MiB client->server and 16 MiB with -R: the client's JSON
-#            bytes sent == bytes received (the server's count) >= 16 MiB, and
-#            the server's JSON count agrees; exactly 2 rdma connections per process
+#   iperf3   16 MiB client->server and 16 MiB with -R: the sender sent all of
+#            it, the client's and the server's JSON agree, and the receiver
+#            counted it all but at most what was in flight when iperf3 ended
+#            the test (it drops that, on kernel TCP too: esnet/iperf #382);
+#            exactly 2 rdma connections per process
 #            (control + one stream)
 #   redis    300 SET of distinct values (16..4000 bytes) read back by GET and
 #            compared, redis-benchmark -t set,get -n 2000 -c 4 -P 16 (both
@@ -150,9 +152,21 @@ except Exception as e:
     print(f"FAIL: iperf3{tag}: no usable JSON ({type(e).__name__}: {e})"); sys.exit(1)
 print(f"  iperf3{tag}: client sent {sent} received {recv}; server sent {ssent} received {srecv}; "
       f"{c['end']['sum_received'].get('bits_per_second', 0) / 8e6:.1f} MB/s")
-# the server's JSON counts only the direction it took part in (sent with -R)
-if not (sent == recv and sent >= 16 << 20 and max(ssent, srecv) == sent):
+# The server's JSON counts only the direction it took part in (sent with -R).
+# The receiver may count less than was sent, on kernel TCP too: iperf3 ends
+# the test when the sender says TEST_END on the control connection and closes
+# its data sockets with whatever they still hold unread (esnet/iperf #382).
+# So: the sender's and the server's counts agree with the client's report,
+# the sender sent all 16 MiB, and the shortfall is at most what can be in
+# flight on one stream: the receiver's ring (VSOCKET_RDMA_RING_SIZE, 1 MiB; the
+# sender's mirror of it holds the same bytes) and one 128 KiB iperf3 block.  Data integrity
+# is the nc, socat and python3 tests' (SHA-256 end to end).
+short = sent - recv
+if not (sent >= 16 << 20 and max(ssent, srecv) == (recv if tag == "" else sent)
+        and 0 <= short <= (1 << 20) + (128 << 10)):
     print(f"FAIL: iperf3{tag}: byte counts disagree or short"); sys.exit(1)
+if short:
+    print(f"  iperf3{tag}: the receiver left {short} bytes unread at TEST_END (as on kernel TCP)")
 EOF
   check_stats "$tmp/iperf3-s$tag.err" "iperf3 server$tag" 2 || ok=1
   check_stats "$tmp/iperf3-c$tag.err" "iperf3 client$tag" 2 || ok=1
@@ -163,7 +177,7 @@ test_iperf3() {
   local ok=0
   iperf3_one 18601 "" || ok=1
   iperf3_one 18602 " -R" -R || ok=1
-  detail="16 MiB client->server and 16 MiB -R, byte counts equal, 2+2 rdma connections each run"
+  detail="16 MiB client->server and 16 MiB -R, byte counts agree, 2+2 rdma connections each run"
   return $ok
 }
 
