@@ -52,6 +52,11 @@ struct RingControl {
   // (SO_RCVBUF as the kernel reports it), 0 if it asked for none.  Bounds
   // the bytes the producer keeps in flight (shm_transport.h, SendWindow).
   std::atomic<uint32_t> recv_window;
+  // Written by the producer before it sets kWriterBlocked: the consumer
+  // lifts the block once at most this many bytes are unconsumed (half the
+  // producer's window, so blocking and lifting are a quarter of the window
+  // apart).  0: once a quarter of the ring is free.
+  std::atomic<uint32_t> writer_lift;
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

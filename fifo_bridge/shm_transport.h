@@ -7,9 +7,10 @@
 //    process is busy-polling; a producer that publishes data to an armed
 //    reader with no wake-up pending sends one.  A busy peer costs zero
 //    system calls per message.
-//  - Writable: a producer that leaves less than a quarter of the ring free
-//    makes its wait socket unwritable with filler and sets kWriterBlocked;
-//    the consumer drains the filler once a quarter of the ring is free.
+//  - Writable: a producer that leaves less than a quarter of its window
+//    free makes its wait socket unwritable with filler and sets
+//    kWriterBlocked; the consumer drains the filler once at most half the
+//    window is unconsumed (RingControl::writer_lift).
 //  - Liveness: the TCP connection carries no data after the claim; EOF on it
 //    without a FIN/RST flag in the ring means the peer died.
 // Client side only: until the server claims the offer, data waits in the

@@ -40,8 +40,11 @@ Transport::UserSpaceReadiness ShmTransport::PollUserSpace(uint32_t wanted) {
   if (wanted & POLLOUT) {
     int64_t room = producer_->FreeSpace();
     if (room < 0) return r;
-    // Writable as TrySend sees it: a write now would not block our writes.
-    if (room > 0 && room >= static_cast<int64_t>(BlockThreshold()))
+    // Writable as the kernel sees the user's descriptor: not blocked (no
+    // filler; the consumer lifts it at half the window, shm_wakeup.cc), and
+    // a write now would not block our writes.
+    if (room > 0 && room >= static_cast<int64_t>(BlockThreshold()) &&
+        !(tx_->writer_wake.load(std::memory_order_relaxed) & kWriterBlocked))
       r.events |= POLLOUT;
   }
   r.exact = true;

@@ -98,19 +98,26 @@ void ShmTransport::DrainOwnWakeups() {
   rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
 }
 
-// The consumer's side of the block uses a quarter of the ring: when the
-// producer's window is smaller (buffer sizes set), that lifts the block
-// sooner than needed, which costs the writer a retry, never a stall.
+// Blocking and lifting are apart (hysteresis): the producer blocks when
+// less than a quarter of its window is free and asks for the lift at half
+// the window unconsumed (writer_lift), as kernel TCP wakes a writer only
+// once a good part of its buffer is free.  Without the gap a streaming pair
+// whose reader is the slower blocked and lifted on every message at the
+// boundary (filler datagrams, a wake-up of the consumer's watcher and a
+// drain each time).  writer_lift is the peer's word: a wrong one only
+// lifts the peer's own block early or late (at the latest when the ring is
+// empty), never stalls us.
 void ShmTransport::LiftPeerWriterBlock() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!(rx_->writer_wake.load(std::memory_order_relaxed) & kWriterBlocked))
+  // Acquire: writer_lift was stored before the flag.
+  if (!(rx_->writer_wake.load(std::memory_order_acquire) & kWriterBlocked))
     return;
   int64_t available = consumer_->AvailableNow();
-  if (available < 0 ||
-      consumer_->capacity() - static_cast<uint64_t>(available) <
-          consumer_->capacity() / 4) {
-    return;
-  }
+  if (available < 0) return;
+  uint64_t capacity = consumer_->capacity();
+  uint64_t lift = rx_->writer_lift.load(std::memory_order_relaxed);
+  uint64_t limit = lift == 0 ? capacity - capacity / 4 : std::min(lift, capacity);
+  if (static_cast<uint64_t>(available) > limit) return;
   if (rx_->writer_wake.fetch_and(~kWriterBlocked, std::memory_order_seq_cst) &
       kWriterBlocked) {
     doorbell_->DrainSink();
@@ -120,9 +127,12 @@ void ShmTransport::LiftPeerWriterBlock() {
 void ShmTransport::BlockOurWrites() {
   if (tx_->writer_wake.load(std::memory_order_acquire) & kWriterBlocked) return;
   if (doorbell_->FillSendBuffer() != 0) return;  // peer gone: writes fail
+  uint64_t window = producer_->window();
+  uint64_t lift = window / 2;
+  tx_->writer_lift.store(static_cast<uint32_t>(lift), std::memory_order_relaxed);
   tx_->writer_wake.fetch_or(kWriterBlocked, std::memory_order_seq_cst);
-  int64_t free_bytes = producer_->FreeSpace();
-  if (free_bytes >= static_cast<int64_t>(BlockThreshold())) {
+  int64_t free_bytes = producer_->FreeSpaceNow();
+  if (free_bytes >= 0 && static_cast<uint64_t>(free_bytes) >= window - lift) {
     // The consumer freed space concurrently and may have missed the flag:
     // ask its watcher thread to drain our filler.  (Waking its wait socket
     // instead would report POLLIN on a possibly empty ring.)
