@@ -19,6 +19,9 @@ namespace {
 // whose watched connections are always ready still looks every
 // kKernelEveryNs, so they never starve a pipe or a kernel socket.
 thread_local int64_t t_last_kernel_look_ns = 0;
+// First-look answers given while the call had kernel descriptors
+// (AnswerFromFirstLook), counting towards the next clock read.
+thread_local uint32_t t_answers_without_clock = 0;
 
 uint32_t Wanted(short events) {
   uint32_t wanted = 0;
@@ -48,15 +51,39 @@ bool PollUserSpace::Begin(const struct pollfd* fds, nfds_t nfds, int highest) {
     if (!t) continue;
     // A connection whose state only the kernel can tell makes the whole
     // call the kernel's: it is exact, and it answers at once.
-    if (!t->PollUserSpace(wanted).exact) return false;
+    Transport::UserSpaceReadiness r = t->PollUserSpace(wanted);
+    if (!r.exact) return false;
     if (watched_.size() == kMaxWatched) break;
-    watched_.push_back({i, std::move(vs), t});
+    if (watched_.empty()) watched_.reserve(nfds - i < kMaxWatched ? nfds - i : kMaxWatched);
+    watched_.push_back({i, std::move(vs), t, r.events});
   }
   if (watched_.empty()) return false;
   kernel_fds_.assign(fds, fds + nfds);
   for (const Watched& w : watched_) kernel_fds_[w.index].fd = -1;
   for (const struct pollfd& p : kernel_fds_) kernel_part_ |= p.fd >= 0;
   return true;
+}
+
+int PollUserSpace::AnswerFromFirstLook(struct pollfd* fds, nfds_t nfds,
+                                       int64_t* now_ns) const {
+  int ready = 0;
+  for (const Watched& w : watched_)
+    if (Revents(fds[w.index].events, w.first_look)) ++ready;
+  if (ready == 0) return 0;
+  if (kernel_part_) {
+    // The clock is read on every 8th such answer only (a look is due after
+    // kKernelEveryNs and at most 8 answers more, as libvma's
+    // VMA_SELECT_POLL_OS_RATIO counts calls).
+    if ((++t_answers_without_clock & 7) == 0) {
+      if (*now_ns == 0) *now_ns = MonotonicNs();
+      if (*now_ns - t_last_kernel_look_ns >= kKernelEveryNs) return 0;  // Spin looks
+    }
+  }
+  // Every entry that is not watched is either negative or not due.
+  for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = 0;
+  for (const Watched& w : watched_)
+    fds[w.index].revents = Revents(fds[w.index].events, w.first_look);
+  return ready;
 }
 
 int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t timeout_ns,

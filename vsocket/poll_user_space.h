@@ -26,8 +26,10 @@
 #include <poll.h>
 #include <signal.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <vector>
 
 #include "vsocket/user_space_holds.h"
@@ -55,8 +57,22 @@ class PollUserSpace {
 
   // True when some of fds[0, nfds) are connections user space can watch.
   // Descriptors above `highest` are not looked up (the interposer knows
-  // the highest number a virtual socket ever had; INT_MAX: all).
+  // the highest number a virtual socket ever had; INT_MAX: all).  Looks at
+  // each watched connection once (its readiness is kept for
+  // AnswerFromFirstLook).
   bool Begin(const struct pollfd* fds, nfds_t nfds, int highest);
+
+  // REQUIRES: Begin() returned true.
+  // The answer of a busy event loop's typical call, without a poller slot,
+  // holds or a kernel look: when Begin's look found a watched connection
+  // ready and the call's kernel descriptors (if any) are not due for their
+  // look (kKernelEveryNs, checked on every 8th such call), sets every
+  // revents as poll() would (the kernel descriptors' 0) and returns the
+  // count (>0).  Otherwise returns 0 and the caller goes on with Spin().
+  // *now_ns: 0, or MonotonicNs() read at the call's entry; when this reads
+  // the clock it stores it there (the caller then passes it to Spin as its
+  // start).
+  int AnswerFromFirstLook(struct pollfd* fds, nfds_t nfds, int64_t* now_ns) const;
 
   enum : int { kSleep = -2 };
   // Looks for up to the spin budget (VSOCKET_SPIN_US, at most `timeout_ns`;
@@ -81,11 +97,17 @@ class PollUserSpace {
     nfds_t index;  // into the caller's fds
     std::shared_ptr<VirtualSocket> socket;
     Transport* transport;
+    uint32_t first_look;  // POLLIN/POLLOUT as Begin's look saw them
   };
 
   KernelLook look_;
-  std::vector<Watched> watched_;
-  std::vector<struct pollfd> kernel_fds_;  // the caller's, watched ones -1
+  // A call's lists live in the object (on the caller's stack) while they
+  // fit, and spill to the heap past that: a busy loop's calls then make no
+  // allocation.  Declared before the lists that use it.
+  alignas(std::max_align_t) std::byte arena_[2048];
+  std::pmr::monotonic_buffer_resource memory_{arena_, sizeof(arena_)};
+  std::pmr::vector<Watched> watched_{&memory_};
+  std::pmr::vector<struct pollfd> kernel_fds_{&memory_};  // the caller's, watched ones -1
   bool kernel_part_ = false;               // kernel_fds_ has a descriptor
   KernelSleepers sleepers_;
 };
