@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -13,8 +12,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "vsocket/live_stats_layout.h"
 
@@ -79,30 +80,60 @@ struct Identity {
   LiveAddress local, peer;
 };
 
-bool CopyIdentity(const LiveSlot& slot, Identity* out) {
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    uint32_t before = slot.seq.load(std::memory_order_acquire);
-    if (before & 1u) {
-      ::sched_yield();
-      continue;
-    }
-    // Plain copies of fields another process may be writing: the seqlock
-    // check below throws a torn copy away.
-    const volatile LiveSlot& v = slot;
-    out->state = v.state;
-    out->kind = v.kind;
-    out->reason = v.reason;
-    out->flags = v.flags;
-    out->rule_line = v.rule_line;
-    out->ring_bytes = v.ring_bytes;
-    out->fd = v.fd;
-    out->opened_ns = v.opened_ns;
-    std::memcpy(&out->local, const_cast<const LiveAddress*>(&v.local), sizeof(LiveAddress));
-    std::memcpy(&out->peer, const_cast<const LiveAddress*>(&v.peer), sizeof(LiveAddress));
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (slot.seq.load(std::memory_order_relaxed) == before) return true;
+// The identity of a slot as the first read of the page saw it, when the
+// second read saw the same even seqlock and the same bytes: a write that
+// overlapped the first read changes one or the other.  Otherwise the slot
+// is being rewritten: leave it out this round.
+bool CopyIdentity(const LiveSlot& first, const LiveSlot& second, Identity* out) {
+  uint32_t seq = first.seq.load(std::memory_order_relaxed);
+  if ((seq & 1u) || seq != second.seq.load(std::memory_order_relaxed) ||
+      std::memcmp(&first, &second, offsetof(LiveSlot, pad0)) != 0) {
+    return false;
   }
-  return false;  // rewritten all the time: leave it out this round
+  out->state = first.state;
+  out->kind = first.kind;
+  out->reason = first.reason;
+  out->flags = first.flags;
+  out->rule_line = first.rule_line;
+  out->ring_bytes = first.ring_bytes;
+  out->fd = first.fd;
+  out->opened_ns = first.opened_ns;
+  out->local = first.local;
+  out->peer = first.peer;
+  return true;
+}
+
+// A private copy of a page file, aligned for its structures.
+struct PageCopy {
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> bytes;
+};
+
+// Reads `size` bytes of the file into *out.  False with *why when it has
+// fewer now (truncated since it was measured) or cannot be read.
+bool ReadCopy(int fd, size_t size, PageCopy* out, std::string* why) {
+  size_t rounded = (size + alignof(LiveSlot) - 1) / alignof(LiveSlot) * alignof(LiveSlot);
+  out->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(alignof(LiveSlot), rounded)));
+  if (!out->bytes) {
+    *why = "out of memory";
+    return false;
+  }
+  for (size_t done = 0; done < size;) {
+    ssize_t n = ::pread(fd, out->bytes.get() + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *why = std::string("read: ") + std::strerror(errno);
+      return false;
+    }
+    if (n == 0) {
+      *why = "truncated while read";
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 std::string StateName(uint32_t flags) {
@@ -142,19 +173,16 @@ bool ReadPage(const std::string& path, Process* out, std::string* why, bool* sta
     *why = "not a page (type, owner or size)";
     return false;
   }
+  // Read, not mapped: a page truncated by another process meanwhile is a
+  // short read here, where a mapping would die of SIGBUS.  Read twice, so
+  // that slots being rewritten can be told (CopyIdentity).
   size_t size = static_cast<size_t>(st.st_size);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  PageCopy first, second;
+  bool read = ReadCopy(fd, size, &first, why) && ReadCopy(fd, size, &second, why);
   ::close(fd);
-  if (map == MAP_FAILED) {
-    *why = std::string("mmap: ") + std::strerror(errno);
-    return false;
-  }
-  struct Unmap {
-    void* p;
-    size_t n;
-    ~Unmap() { ::munmap(p, n); }
-  } unmap{map, size};
-  const auto* h = static_cast<const LiveHeader*>(map);
+  if (!read) return false;
+  const uint8_t* page = first.bytes.get();
+  const auto* h = reinterpret_cast<const LiveHeader*>(page);
   if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != vsocket::kLiveMagic ||
       h->version != vsocket::kLiveVersion ||
       h->header_bytes != vsocket::kLiveHeaderBytes ||
@@ -191,13 +219,16 @@ bool ReadPage(const std::string& path, Process* out, std::string* why, bool* sta
       h->chunks.load(std::memory_order_acquire),
       (size - vsocket::kLiveHeaderBytes) / vsocket::kLiveChunkBytes);
   chunks = std::min(chunks, vsocket::kLiveMaxChunks);
-  const auto* base = static_cast<const uint8_t*>(map) + vsocket::kLiveHeaderBytes;
+  const uint8_t* base = page + vsocket::kLiveHeaderBytes;
+  const uint8_t* base_again = second.bytes.get() + vsocket::kLiveHeaderBytes;
   uint32_t slots = std::min(h->slots_used.load(std::memory_order_acquire),
                             chunks * vsocket::kLiveSlotsPerChunk);
   for (uint32_t i = 0; i < slots; ++i) {
     const auto& slot = *reinterpret_cast<const LiveSlot*>(base + i * vsocket::kLiveSlotBytes);
+    const auto& again =
+        *reinterpret_cast<const LiveSlot*>(base_again + i * vsocket::kLiveSlotBytes);
     Identity id;
-    if (!CopyIdentity(slot, &id) || id.state != vsocket::kLiveSlotOpen) continue;
+    if (!CopyIdentity(slot, again, &id) || id.state != vsocket::kLiveSlotOpen) continue;
     Connection c;
     c.fd = id.fd;
     c.role = (id.flags & vsocket::kLiveAccepted) ? "server" : "client";

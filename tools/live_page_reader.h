@@ -1,8 +1,10 @@
 // Reads the live statistics pages of vsocket processes
 // (vsocket/live_stats_layout.h, docs/PROTOCOL.md section 9) without trusting
 // them: a page that is short, of another version or inconsistent is
-// skipped with a reason, a slot being rewritten is read again.  Read-only:
-// never writes a page; may unlink the page of a process that is gone.
+// skipped with a reason, a slot being rewritten is left out this round.
+// Pages are read (pread, twice), never mapped, so one truncated meanwhile
+// is a reason, not a SIGBUS.  Read-only: never writes a page; may unlink
+// the page of a process that is gone.
 // Used by vsocket-stat; no state, any thread.
 #ifndef VSOCKET_TOOLS_LIVE_PAGE_READER_H_
 #define VSOCKET_TOOLS_LIVE_PAGE_READER_H_

@@ -6,7 +6,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -180,6 +183,54 @@ TEST_F(LivePage, ForgedPagesAreRefusedOrBounded) {
     EXPECT_EQ(c.fallback_reason, "unknown");
   }
   EXPECT_TRUE(seen);
+}
+
+// Another process of the user truncates the page and writes it back, over
+// and over, while the reader reads it: every read gives the page or a
+// reason, and the reader never dies (a mapped page died of SIGBUS here).
+TEST_F(LivePage, APageTruncatedWhileReadGivesAReasonNotASignal) {
+  const std::string page = ReadAll(PagePath());
+  ASSERT_GE(page.size(), kLiveHeaderBytes + kLiveChunkBytes);
+  std::string path = LiveStatsDirectory() + "/truncated-page";
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(page.data(), static_cast<std::streamsize>(page.size()));
+  }
+  chmod(path.c_str(), 0600);
+  pid_t truncator = fork();
+  ASSERT_GE(truncator, 0);
+  if (truncator == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the reader may die of the fault
+    if (getppid() == 1) _exit(1);
+    int fd = open(path.c_str(), O_WRONLY);
+    for (;;) {  // until killed
+      if (ftruncate(fd, 0) != 0) _exit(1);
+      if (pwrite(fd, page.data(), page.size(), 0) != static_cast<ssize_t>(page.size()))
+        _exit(1);
+    }
+  }
+  int whole = 0, refused = 0;
+  for (int i = 0; i < 3000; ++i) {
+    vsocket_stat::Process p;
+    std::string why;
+    bool stale = false;
+    if (vsocket_stat::ReadPage(path, &p, &why, &stale)) {
+      ++whole;
+      EXPECT_EQ(p.pid, getpid());
+    } else {
+      ++refused;
+      EXPECT_FALSE(why.empty());
+      EXPECT_FALSE(stale) << why;
+    }
+  }
+  kill(truncator, SIGKILL);
+  int status = 0;
+  waitpid(truncator, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the truncator stopped early: " << status;
+  unlink(path.c_str());
+  EXPECT_EQ(whole + refused, 3000);
+  EXPECT_GT(whole, 0);
+  printf("reads: %d whole, %d refused while truncated\n", whole, refused);
 }
 
 }  // namespace
