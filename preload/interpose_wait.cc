@@ -112,10 +112,9 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
     return PollInKernel(fds, nfds, timeout_ms);
   vsocket::PollUserSpace user(KernelLook);
   if (!user.Begin(fds, nfds, highest)) return PollInKernel(fds, nfds, timeout_ms);
-  int64_t start = 0;
+  int64_t start;
   if (int ready = user.AnswerFromFirstLook(fds, nfds, &start)) return ready;
   int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
-  if (start == 0) start = NowNs();
   int r = user.Spin(fds, nfds, timeout_ns, nullptr, start);
   if (r != vsocket::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
@@ -154,11 +153,10 @@ int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
   vsocket::PollUserSpace user(KernelLook);
   if (!user.Begin(fds, nfds, highest))
     return PpollInKernel(fds, nfds, timeout, sigmask);
-  int64_t start = 0;
+  int64_t start;
   if (int ready = user.AnswerFromFirstLook(fds, nfds, &start)) return ready;
   int64_t timeout_ns =
       timeout ? int64_t{timeout->tv_sec} * 1000000000 + timeout->tv_nsec : -1;
-  if (start == 0) start = NowNs();
   int r = user.Spin(fds, nfds, timeout_ns, sigmask, start);
   if (r != vsocket::PollUserSpace::kSleep) return r;
   user.PrepareSleep();
@@ -206,16 +204,14 @@ int DropStaleBits(int nfds, fd_set* readfds, int ready, int highest) {
 // select() and pselect() over the user-space poll: 1 when it answered
 // (*result is select's), 0 when the kernel must (nothing watched, or the
 // budget was spent: then *left_ns is the time left and `sleep` counts the
-// sleep until it is destroyed).  *start is the clock at the call's start
-// when it was read, else 0.  *left_ns is set in every case: the time left
+// sleep until it is destroyed).  When it looked, *left_ns is the time left
 // of the timeout (all of it when the first look answered: no time passed
 // that select could report).
 int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
-                      fd_set* exceptfds, int64_t timeout_ns, int64_t* start,
+                      fd_set* exceptfds, int64_t timeout_ns,
                       const sigset_t* sigmask,
                       vsocket::PollUserSpace* sleep, int* result,
                       int64_t* left_ns) {
-  *start = 0;
   int highest = vsocket::preload::HighestVirtualFd();
   if (highest < 0 || nfds <= 0 || nfds > FD_SETSIZE ||
       vsocket::GetConfig().spin_us == 0) {
@@ -232,11 +228,11 @@ int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
   }
   if (!sleep->Begin(fds, n, highest)) return 0;
   *left_ns = timeout_ns;
-  int r = sleep->AnswerFromFirstLook(fds, n, start);
+  int64_t start;
+  int r = sleep->AnswerFromFirstLook(fds, n, &start);
   if (r == 0) {
-    if (*start == 0) *start = NowNs();
-    r = sleep->Spin(fds, n, timeout_ns, sigmask, *start);
-    *left_ns = NsLeft(timeout_ns, *start);
+    r = sleep->Spin(fds, n, timeout_ns, sigmask, start);
+    *left_ns = NsLeft(timeout_ns, start);
   }
   if (r == vsocket::PollUserSpace::kSleep) {
     sleep->PrepareSleep();
@@ -335,15 +331,13 @@ VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
   vsocket::PollUserSpace user(KernelLook);
   int result = 0;
   int64_t start_left = timeout_ns;
-  int64_t start = 0;
   if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_usec >= 0)) {
     if (SelectInUserSpace(nfds, readfds, writefds, exceptfds, timeout_ns,
-                          &start, nullptr, &user, &result, &start_left)) {
+                          nullptr, &user, &result, &start_left)) {
       if (timeout && result >= 0) {
         // Linux reports the time left in *timeout.
-        int64_t rest = start_left;
-        timeout->tv_sec = rest / 1000000000;
-        timeout->tv_usec = (rest % 1000000000) / 1000;
+        timeout->tv_sec = start_left / 1000000000;
+        timeout->tv_usec = (start_left % 1000000000) / 1000;
       }
       return result;
     }
@@ -376,9 +370,8 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
   int64_t start_left = timeout_ns;
   if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
                    timeout->tv_nsec < 1000000000)) {
-    int64_t start;
     if (SelectInUserSpace(nfds, readfds, writefds, exceptfds, timeout_ns,
-                          &start, sigmask, &user, &result, &start_left)) {
+                          sigmask, &user, &result, &start_left)) {
       return result;
     }
   }

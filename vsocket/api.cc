@@ -474,10 +474,9 @@ int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   if (GetConfig().spin_us != 0) {
     PollUserSpace user(PollWithoutWaiting);
     if (user.Begin(fds, nfds, INT_MAX)) {
-      int64_t start = 0;
+      int64_t start;
       if (int ready = user.AnswerFromFirstLook(fds, nfds, &start)) return ready;
       int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
-      if (start == 0) start = MonotonicNs();
       int r = user.Spin(fds, nfds, timeout_ns, nullptr, start);
       if (r != PollUserSpace::kSleep) return r;
       user.PrepareSleep();

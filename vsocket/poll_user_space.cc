@@ -65,19 +65,21 @@ bool PollUserSpace::Begin(const struct pollfd* fds, nfds_t nfds, int highest) {
 }
 
 int PollUserSpace::AnswerFromFirstLook(struct pollfd* fds, nfds_t nfds,
-                                       int64_t* now_ns) const {
+                                       int64_t* start_ns) const {
   int ready = 0;
   for (const Watched& w : watched_)
     if (Revents(fds[w.index].events, w.first_look)) ++ready;
-  if (ready == 0) return 0;
-  if (kernel_part_) {
-    // The clock is read on every 8th such answer only (a look is due after
-    // kKernelEveryNs and at most 8 answers more, as libvma's
-    // VMA_SELECT_POLL_OS_RATIO counts calls).
-    if ((++t_answers_without_clock & 7) == 0) {
-      if (*now_ns == 0) *now_ns = MonotonicNs();
-      if (*now_ns - t_last_kernel_look_ns >= kKernelEveryNs) return 0;  // Spin looks
-    }
+  // With kernel descriptors, the clock is read on every 8th such answer
+  // only (a look is due after kKernelEveryNs and at most 8 answers more,
+  // as libvma's VMA_SELECT_POLL_OS_RATIO counts calls).
+  int64_t now = 0;
+  if (ready > 0 && kernel_part_ && (++t_answers_without_clock & 7) == 0) {
+    now = MonotonicNs();
+    if (now - t_last_kernel_look_ns >= kKernelEveryNs) ready = 0;  // Spin looks
+  }
+  if (ready == 0) {
+    *start_ns = now != 0 ? now : MonotonicNs();
+    return 0;
   }
   // Every entry that is not watched is either negative or not due.
   for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = 0;

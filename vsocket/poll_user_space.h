@@ -68,11 +68,9 @@ class PollUserSpace {
   // ready and the call's kernel descriptors (if any) are not due for their
   // look (kKernelEveryNs, checked on every 8th such call), sets every
   // revents as poll() would (the kernel descriptors' 0) and returns the
-  // count (>0).  Otherwise returns 0 and the caller goes on with Spin().
-  // *now_ns: 0, or MonotonicNs() read at the call's entry; when this reads
-  // the clock it stores it there (the caller then passes it to Spin as its
-  // start).
-  int AnswerFromFirstLook(struct pollfd* fds, nfds_t nfds, int64_t* now_ns) const;
+  // count (>0).  Otherwise returns 0 with *start_ns = MonotonicNs(), and
+  // the caller goes on with Spin(..., *start_ns).
+  int AnswerFromFirstLook(struct pollfd* fds, nfds_t nfds, int64_t* start_ns) const;
 
   enum : int { kSleep = -2 };
   // Looks for up to the spin budget (VSOCKET_SPIN_US, at most `timeout_ns`;
