@@ -64,12 +64,16 @@ int64_t TimevalToNs(const void* val, socklen_t len) {
 // lock, no reference count.  `t`: the socket's connected transport.
 ssize_t SendMsgOn(VirtualSocket* vs, Transport* t, const struct msghdr* msg,
                   int flags) {
-  return t->SendMsg(msg, flags, vs->SendOptions());
+  ssize_t n = t->SendMsg(msg, flags, vs->SendOptions());
+  if (n > 0) vs->NoteDataCall();
+  return n;
 }
 
 ssize_t RecvMsgOn(VirtualSocket* vs, Transport* t, struct msghdr* msg,
                   int flags) {
-  return t->RecvMsg(msg, flags, vs->RecvOptions());
+  ssize_t n = t->RecvMsg(msg, flags, vs->RecvOptions());
+  if (n > 0) vs->NoteDataCall();
+  return n;
 }
 
 ssize_t SendBuffer(VirtualSocket* vs, Transport* t, const void* buf,
@@ -228,6 +232,9 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
   if (addr && len >= sizeof(sa_family_t) &&
       (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
     uint32_t rule_line = 0;
+    vsocket::DestinationKey destination;
+    if (vsocket::MakeDestinationKey(addr, len, &destination))
+      vs->set_destination(destination);
     reason = vsocket::PrepareOffer(fd, addr, len, &pending, &rule_line);
     vs->set_rule_line(rule_line);
   }

@@ -94,6 +94,11 @@ Config ParseConfig(ConfigLookup lookup, void* context) {
     if (ParseConfigSize(v, &percent) && percent <= 90) config.fd_share_percent = static_cast<uint32_t>(percent);
     else WarnConfigValue("VSOCKET_FD_SHARE", v, "expected a percentage 0..90");
   }
+  if (const char* v = get("VSOCKET_SHORT_CALLS")) {
+    uint64_t n = 0;
+    if (ParseConfigSize(v, &n) && n <= 1024) config.short_calls = static_cast<uint32_t>(n);
+    else WarnConfigValue("VSOCKET_SHORT_CALLS", v, "expected 0..1024");
+  }
   if (const char* v = get("VSOCKET_MAX_SHM_CONNECTIONS")) {
     uint64_t n = 0;
     if (ParseConfigSize(v, &n) && n <= (1u << 24)) config.max_shm_connections = static_cast<uint32_t>(n);

@@ -41,6 +41,11 @@ struct Config {
   // RLIMIT_NOFILE (its hard limit equals the soft one), the percentage of
   // that limit they may take (fifo_bridge/descriptor_budget.h).
   uint32_t fd_share_percent = 12;       // VSOCKET_FD_SHARE
+  // A client connection that moved data in fewer calls than this is
+  // short; after a few in a row to one destination, new ones to it stay on
+  // kernel TCP (short_lived; vsocket/connection_history.h).  0: never;
+  // at most 1024.
+  uint32_t short_calls = 16;            // VSOCKET_SHORT_CALLS
   // Shared-memory connections this process may hold at once (0: no cap
   // but the descriptors'); past it, kernel TCP (connection_limit).
   uint32_t max_shm_connections = 0;     // VSOCKET_MAX_SHM_CONNECTIONS

@@ -33,6 +33,7 @@ enum class FallbackReason {
   kConnectionLimit,       // VSOCKET_MAX_SHM_CONNECTIONS reached
   kIoUringUnavailable,    // toe: io_uring cannot be used in this process
   kDisabledByRule,        // a rule of the rules file (VSOCKET_CONFIG) said tcp
+  kShortLived,            // this destination's recent connections were short
   kCount,
 };
 

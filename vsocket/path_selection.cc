@@ -6,6 +6,7 @@
 
 #include "base/real_libc.h"
 #include "vsocket/config.h"
+#include "vsocket/connection_history.h"
 #include "vsocket/log.h"
 #include "vsocket/provider_registry.h"
 #include "vsocket/rules.h"
@@ -103,6 +104,12 @@ FallbackReason PrepareOffer(int fd, const struct sockaddr* addr, socklen_t len,
   Allowed allowed = Decide(RuleRole::kClient, fd, addr);
   *rule_line = allowed.rule_line;
   if (allowed.providers.empty()) return allowed.none;
+  // A policy that named the fabric is obeyed; auto weighs the setup.
+  DestinationKey destination;
+  if (!allowed.forced && MakeDestinationKey(addr, len, &destination) &&
+      ProcessConnectionHistory().PredictsShort(destination)) {
+    return FallbackReason::kShortLived;
+  }
   OfferOptions options;
   options.forced = allowed.forced;
   options.ring_bytes = allowed.ring_bytes ? allowed.ring_bytes : GetConfig().ring_bytes;

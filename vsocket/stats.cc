@@ -66,6 +66,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kConnectionLimit: return "connection_limit";
     case FallbackReason::kIoUringUnavailable: return "io_uring_unavailable";
     case FallbackReason::kDisabledByRule: return "disabled_by_rule";
+    case FallbackReason::kShortLived: return "short_lived";
     case FallbackReason::kCount: break;
   }
   return "unknown";

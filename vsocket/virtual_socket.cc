@@ -27,6 +27,9 @@ void Transport::NoteRetiredInLiveSlot(const Transport& next) {
 }
 
 VirtualSocket::~VirtualSocket() {
+  if (has_destination_ && state() == State::kConnected)
+    ProcessConnectionHistory().Record(destination_,
+                                      data_calls_.load(std::memory_order_relaxed));
   if (transport_owner_) ReleaseWithSuccessor(*transport_owner_);
   for (auto it = retired_.rbegin(); it != retired_.rend(); ++it) (*it)->Release();
   LiveSlotClose(live_slot_);

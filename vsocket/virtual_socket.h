@@ -23,6 +23,7 @@
 #include <mutex>
 #include <vector>
 
+#include "vsocket/connection_history.h"
 #include "vsocket/path_selection.h"
 #include "vsocket/transport.h"
 
@@ -87,6 +88,22 @@ class VirtualSocket {
   int held_defer_accept() const { return held_defer_accept_.load(std::memory_order_relaxed); }
   void set_held_defer_accept(int s) { held_defer_accept_.store(s, std::memory_order_relaxed); }
 
+  // A client socket: where connect() went, for the connection history
+  // (vsocket/connection_history.h), which the destructor tells how many
+  // calls moved data.  REQUIRES: the connecting thread, before connect()
+  // returns.
+  void set_destination(const DestinationKey& key) {
+    destination_ = key;
+    has_destination_ = true;
+  }
+  // A send or receive call moved data.  Counts up to kCountedCalls; past
+  // that it only reads (no store on a busy connection's hot path).  Racing
+  // threads may lose a count, which the history tolerates.
+  void NoteDataCall() {
+    uint32_t n = data_calls_.load(std::memory_order_relaxed);
+    if (n < kCountedCalls) data_calls_.store(n + 1, std::memory_order_relaxed);
+  }
+
   // shutdown() succeeded with `how`.  REQUIRES: connected.
   void NoteShutdown(int how);
 
@@ -119,6 +136,10 @@ class VirtualSocket {
   bool accepted_ = false;
   uint32_t rule_line_ = 0;
   LiveSlot* live_slot_ = nullptr;  // ours from SetTransport to the dtor
+  static constexpr uint32_t kCountedCalls = 1024;  // >= VSOCKET_SHORT_CALLS
+  DestinationKey destination_;
+  bool has_destination_ = false;
+  std::atomic<uint32_t> data_calls_{0};
 };
 
 }  // namespace vsocket

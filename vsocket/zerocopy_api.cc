@@ -102,6 +102,7 @@ ssize_t vsocket_send_registered(int fd, struct vsocket_region* r,
   ssize_t n;
   if (t) {
     n = t->SendRegistered(r->region, offset, len, flags, vs->SendOptions());
+    if (n > 0) vs->NoteDataCall();
   } else {
     // Not ours, or not connected: the kernel answers, as for send().
     n = sys::send(fd, bytes, len, flags);
@@ -124,7 +125,9 @@ ssize_t vsocket_recv_inplace(int fd, const void** data, size_t max, int flags) {
     errno = EFAULT;
     return -1;
   }
-  return t->RecvInPlace(data, max, flags, vs->RecvOptions());
+  ssize_t n = t->RecvInPlace(data, max, flags, vs->RecvOptions());
+  if (n > 0) vs->NoteDataCall();
+  return n;
 }
 
 int vsocket_recv_release(int fd, size_t n) {
