@@ -263,6 +263,13 @@ class ShmTransport final : public Transport,
   // last trim and the idle look is to be scheduled (IdleLookScheduler).
   // REQUIRES: the send lock.
   bool AfterRingWrite();
+  // Before writing `len` bytes: when they reach 16 KiB or more into pages
+  // of the transmit ring not touched since the last trim, those pages are
+  // populated with one madvise(MADV_POPULATE_WRITE), not one fault per
+  // 4 KiB (a fresh connection that streams 1 MB spent 40% of its sender's
+  // time in shmem faults).  Only what the write touches: memory still
+  // grows with use.  REQUIRES: the send lock.
+  void PopulateAhead(uint64_t len);
   // Schedules the idle look (WatchDeadline) when it goes out of scope, if
   // armed.  Declared before a SideLock, so that it runs after the unlock:
   // the watcher thread holds its mutex while it calls OnDeadline, which
@@ -354,6 +361,9 @@ class ShmTransport final : public Transport,
   bool trim_scheduled_ = false;
   uint64_t trim_look_head_ = ~uint64_t{0};  // head at the last idle look
   int64_t accounted_bytes_ = 0;             // what StatsShmMemory holds for us
+  // Bytes of the transmit ring, from the position of SideState::
+  // trimmed_head on, that this process populated (PopulateAhead).
+  uint64_t populated_ = 0;
   // The in-place view (shm_zerocopy.cc), one per connection in this
   // process.
   std::mutex inplace_mu_;      // guards inplace_view_

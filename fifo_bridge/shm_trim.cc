@@ -5,10 +5,12 @@
 // writer and the consumer reads only bytes between tail and head, so while
 // the producer holds its send lock and the ring is empty, no one touches
 // the data pages: dropping them cannot lose a byte.
+#include <errno.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "fifo_bridge/shm_memory_stats.h"
@@ -21,6 +23,8 @@ namespace {
 constexpr uint64_t kTrimAfterBytes = 256 * 1024;  // written since the last trim
 constexpr int64_t kIdleLookNs = 1000000000;        // one look a second
 constexpr uint64_t kAccountStep = 64 * 1024;
+// Writes that reach this far into untouched ring populate it first.
+constexpr uint64_t kPopulateAtLeast = 16 * 1024;
 // Per side: its SideState page and half of the segment's header and ring
 // control pages.
 constexpr int64_t kFixedBytes = 4096 + 2 * 4096;
@@ -43,6 +47,42 @@ bool ShmTransport::AfterRingWrite() {
     return true;
   }
   return false;
+}
+
+void ShmTransport::PopulateAhead(uint64_t len) {
+  // Kernels before 5.14 lack the advice: then the faults do it.
+  static std::atomic<bool> unsupported{false};
+  uint64_t capacity = producer_->capacity();
+  if (populated_ >= capacity) return;
+  uint64_t written = side_->head - side_->trimmed_head;
+  uint64_t want = std::min(capacity, written + len);
+  if (want <= populated_) return;
+  uint64_t from_bytes = populated_;
+  // Whatever the write touches is there afterwards, populated or faulted.
+  populated_ = want;
+  // Small writes fault their page in: one fault costs what one madvise
+  // does, and a stream of small messages makes no system call.
+  if (want - from_bytes < kPopulateAtLeast || unsupported.load(std::memory_order_relaxed))
+    return;
+  Direction tx = role_ == Role::kClient ? Direction::kClientToServer
+                                        : Direction::kServerToClient;
+  uint8_t* data = segment_->data(tx);
+  auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // Positions [trimmed_head + from_bytes, trimmed_head + want) mod capacity,
+  // widened to whole pages (the segment maps whole pages around the ring).
+  uint64_t from = (side_->trimmed_head + from_bytes) & (capacity - 1);
+  uint64_t bytes = want - from_bytes;
+  while (bytes > 0) {
+    uint64_t chunk = std::min(bytes, capacity - from);
+    uintptr_t begin = reinterpret_cast<uintptr_t>(data + from) / page * page;
+    uintptr_t end = (reinterpret_cast<uintptr_t>(data + from + chunk) + page - 1) / page * page;
+    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0) {
+      if (errno == EINVAL) unsupported.store(true, std::memory_order_relaxed);
+      return;  // no room, or no such advice: the faults will tell
+    }
+    bytes -= chunk;
+    from = (from + chunk) & (capacity - 1);
+  }
 }
 
 ShmTransport::IdleLookScheduler::~IdleLookScheduler() {
@@ -72,6 +112,7 @@ int64_t ShmTransport::TrimIdleRing() {
   if (end > begin && ::madvise(reinterpret_cast<void*>(begin), end - begin,
                                MADV_REMOVE) == 0) {
     side_->trimmed_head = head;
+    populated_ = 0;
     StatsShmTrim(static_cast<uint64_t>(accounted_bytes_ - kFixedBytes));
     StatsShmMemory(kFixedBytes - accounted_bytes_);
     accounted_bytes_ = kFixedBytes;
