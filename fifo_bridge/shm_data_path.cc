@@ -106,6 +106,7 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
     uint32_t before = side_->local_flags.fetch_or(kLocalSentToClosedPeer,
                                                   std::memory_order_acq_rel);
     if (before & kLocalSentToClosedPeer) return -EPIPE;
+    UpdateHangup();  // POLLHUP, as the kernel shows once that RST is in
     return static_cast<ssize_t>(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
   }
   if (local & kLocalPeerGone) return -EPIPE;

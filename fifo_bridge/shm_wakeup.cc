@@ -153,7 +153,9 @@ void ShmTransport::UpdateHangup() {
                      (rx_->flags.load(std::memory_order_acquire) &
                       kProducerClosed) ||
                      (local & (kLocalPeerGone | kLocalShutRead));
-  bool write_closed = local & kLocalShutWrite;
+  // A send after the peer's close stands for the RST kernel TCP would
+  // have drawn: from then on the kernel shows POLLHUP too.
+  bool write_closed = local & (kLocalShutWrite | kLocalSentToClosedPeer);
   if (reset || (read_closed && write_closed)) {
     if (!(side_->local_flags.fetch_or(kLocalHangupShown,
                                       std::memory_order_acq_rel) &

@@ -437,7 +437,14 @@ void ClosePeerThenProvoke(End& e) {
   SetTimeout(e, SO_RCVTIMEO, 3000);
   CHECK_RC(e.api.recv(e.fd, &c, 1, 0), 0);
   CHECK_RC(e.api.send(e.fd, "x", 1, MSG_NOSIGNAL), 1);
-  usleep(200000);
+  // Until the peer's RST has arrived: it shows as POLLERR or POLLHUP.  A
+  // fixed 200 ms was too short for kernel TCP itself on a loaded host (the
+  // RST is handled in softirq context, which ksoftirqd may run late).
+  for (int waited_ms = 0; waited_ms < 3000; waited_ms += 10) {
+    struct pollfd p = {e.fd, POLLOUT, 0};
+    if (e.api.poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) break;
+    usleep(10000);
+  }
 }
 
 void CloseAtOnce(End& e) {
