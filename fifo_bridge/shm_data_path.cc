@@ -112,7 +112,9 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
   if (local & kLocalPeerGone) return -EPIPE;
   if (iovcnt == 0) return 0;  // a zero-length send: nothing to report
   producer_->set_window(SendWindow());
-  PopulateAhead(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
+  // Once the whole ring has been touched (after the first pass) nothing is
+  // left to populate: no walk of the iovec on the hot path.
+  if (!RingPopulated()) PopulateAhead(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
   int64_t n = producer_->Write(iov, iovcnt, skip);
   if (n == kCorrupt) {
     ResetConnection("peer published an impossible consumer index");

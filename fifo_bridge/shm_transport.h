@@ -270,6 +270,7 @@ class ShmTransport final : public Transport,
   // time in shmem faults).  Only what the write touches: memory still
   // grows with use.  REQUIRES: the send lock.
   void PopulateAhead(uint64_t len);
+  bool RingPopulated() const { return populated_ >= producer_->capacity(); }
   // Schedules the idle look (WatchDeadline) when it goes out of scope, if
   // armed.  Declared before a SideLock, so that it runs after the unlock:
   // the watcher thread holds its mutex while it calls OnDeadline, which
@@ -362,7 +363,8 @@ class ShmTransport final : public Transport,
   uint64_t trim_look_head_ = ~uint64_t{0};  // head at the last idle look
   int64_t accounted_bytes_ = 0;             // what StatsShmMemory holds for us
   // Bytes of the transmit ring, from the position of SideState::
-  // trimmed_head on, that this process populated (PopulateAhead).
+  // trimmed_head on, that this process's writes touched (PopulateAhead).
+  // Not reset by a trim in a forked sibling: those pages then fault in.
   uint64_t populated_ = 0;
   // The in-place view (shm_zerocopy.cc), one per connection in this
   // process.

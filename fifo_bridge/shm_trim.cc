@@ -53,7 +53,7 @@ void ShmTransport::PopulateAhead(uint64_t len) {
   // Kernels before 5.14 lack the advice: then the faults do it.
   static std::atomic<bool> unsupported{false};
   uint64_t capacity = producer_->capacity();
-  if (populated_ >= capacity) return;
+  if (RingPopulated()) return;
   uint64_t written = side_->head - side_->trimmed_head;
   uint64_t want = std::min(capacity, written + len);
   if (want <= populated_) return;
