@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "base/private_fd.h"
+#include "fifo_bridge/sharing_policy.h"
 #include "vsocket/config.h"
 
 namespace vsocket::fifo {
@@ -12,6 +13,11 @@ namespace {
 std::atomic<int> g_connections{0};
 
 }  // namespace
+
+int PrivateFdsPerConnection() {
+  // A sealed segment keeps its SideState in a memfd of its own (side_state.h).
+  return GetSharingPolicy().enabled() ? 5 : 4;
+}
 
 DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
   DescriptorReservation r;
@@ -24,7 +30,7 @@ DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
       range.shares_app_table
           ? range.soft_limit * GetConfig().fd_share_percent / 100
           : range.room_above - kPrivateFdsForProcess;
-  long by_descriptors = std::max(0L, private_fds) / kPrivateFdsPerConnection;
+  long by_descriptors = std::max(0L, private_fds) / PrivateFdsPerConnection();
   if (cap < 0 || by_descriptors < cap) {
     cap = by_descriptors;
     cap_reason = FallbackReason::kFdLimit;

@@ -4,9 +4,10 @@
 // (base/private_fd.h: the hard limit leaves no room above the soft one),
 // a share of that table (reason fd_limit).
 //
-// Each connection holds kPrivateFdsPerConnection descriptors beside the
-// application's (the segment file, the SideState memfd, the doorbell's
-// sink and a duplicate of its wait socket, the liveness TCP socket).  They
+// Each connection holds PrivateFdsPerConnection() descriptors beside the
+// application's (the segment file, the doorbell's sink and a duplicate of
+// its wait socket, the liveness TCP socket; and, while sharing with other
+// users, the SideState memfd of a sealed segment).  They
 // may take at most VSOCKET_FD_SHARE percent of the soft limit; a connection
 // beyond that takes kernel TCP with reason fd_limit, so the application
 // keeps the rest of its table and gets EMFILE where the kernel would give
@@ -25,7 +26,8 @@
 
 namespace vsocket::fifo {
 
-inline constexpr int kPrivateFdsPerConnection = 5;
+// 4, or 5 while VSOCKET_SHARE_UIDS makes every segment a sealed one.
+int PrivateFdsPerConnection();
 // Private descriptors a process keeps besides its connections' (watcher
 // epoll and eventfd, listener markers, the live page): kept free for them.
 inline constexpr int kPrivateFdsForProcess = 64;

@@ -5,7 +5,8 @@
 // What survives exec and what does not:
 //  - descriptors without FD_CLOEXEC survive: the wait socket (the user's),
 //    and, once the exporter clears their flag, the segment file, the
-//    SideState memfd, the sink and the liveness TCP socket;
+//    SideState memfd (sealed segments only; others keep the SideState in
+//    the segment's slot), the sink and the liveness TCP socket;
 //  - mappings, threads and this process's memory do not: the new image maps
 //    the segment and the SideState again from those descriptors;
 //  - robust mutexes held by threads that exec kills are released by the
@@ -62,7 +63,7 @@ int MakePrivate(int fd) {
 
 bool ShmTransport::CanHandOver() {
   return !revoked() && IsClaimed() && segment_ && segment_->fd() >= 0 &&
-         side_fd_ >= 0 && doorbell_->sink_fd() >= 0 &&
+         (side_in_segment_ || side_fd_ >= 0) && doorbell_->sink_fd() >= 0 &&
          doorbell_->wait_fd() >= 0 && tcp_fd_ >= 0;
 }
 
@@ -80,9 +81,10 @@ bool ShmTransport::DescribeForExec(std::vector<std::string>* fields,
   if (!CanHandOver()) return false;
   InheritedFds fds = inherited_fds();
   *fields = {role_ == Role::kClient ? "c" : "s", std::to_string(fds.segment),
-             std::to_string(fds.side), std::to_string(fds.sink),
-             std::to_string(fds.tcp)};
-  *keep_fds = {fds.segment, fds.side, fds.sink, fds.tcp};
+             fds.side >= 0 ? std::to_string(fds.side) : "-",
+             std::to_string(fds.sink), std::to_string(fds.tcp)};
+  *keep_fds = {fds.segment, fds.sink, fds.tcp};
+  if (fds.side >= 0) keep_fds->push_back(fds.side);
   return true;
 }
 
@@ -104,15 +106,18 @@ bool ShmTransport::ParseExecFields(const std::vector<std::string>& f,
                                    Role* role, InheritedFds* fds) {
   if (f.size() != 5 || (f[0] != "c" && f[0] != "s")) return false;
   *role = f[0] == "c" ? Role::kClient : Role::kServer;
+  fds->side = -1;
   return ParseDescriptorNumber(f[1], &fds->segment) &&
-         ParseDescriptorNumber(f[2], &fds->side) &&
+         (f[2] == "-" || ParseDescriptorNumber(f[2], &fds->side)) &&
          ParseDescriptorNumber(f[3], &fds->sink) &&
          ParseDescriptorNumber(f[4], &fds->tcp);
 }
 
 std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
     Role role, int user_fd, const InheritedFds& fds, const char** why) {
-  if (!IsRegularFile(fds.segment) || !IsRegularFile(fds.side) ||
+  bool side_in_segment = fds.side < 0;
+  if (!IsRegularFile(fds.segment) ||
+      (!side_in_segment && !IsRegularFile(fds.side)) ||
       !IsSocket(fds.sink, SOCK_DGRAM, false) ||
       !IsSocket(fds.tcp, SOCK_STREAM, true) ||
       !IsSocket(user_fd, SOCK_DGRAM, false)) {
@@ -120,7 +125,7 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
     return nullptr;
   }
   // From here on the private descriptors are ours.
-  int side_fd = MakePrivate(fds.side);
+  int side_fd = side_in_segment ? -1 : MakePrivate(fds.side);
   int sink_fd = MakePrivate(fds.sink);
   int tcp_fd = MakePrivate(fds.tcp);
   struct sockaddr_storage peer;
@@ -130,8 +135,8 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
   SideState* side = nullptr;
   auto fail = [&](const char* what) {
     *why = what;
-    if (side) DestroySideState(side, -1);
-    sys::close(side_fd);
+    if (side && !side_in_segment) DestroySideState(side, -1);
+    if (side_fd >= 0) sys::close(side_fd);
     if (doorbell->sink_fd() < 0) sys::close(sink_fd);
     doorbell->set_wait_fd(-1);  // the user's: never closed here
     sys::close(tcp_fd);
@@ -139,8 +144,16 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
   };
   if (ShmSegment::AdoptInherited(MakePrivate(fds.segment), &segment) != 0)
     return fail("the segment is not a valid, claimed vsocket segment");
-  side = MapInheritedSideState(side_fd);
-  if (!side) return fail("the side state is not a sealed page");
+  if (side_in_segment) {
+    // The exporter kept it in the segment's slot, which only a segment
+    // private to this user has.
+    if (segment->sealed()) return fail("a sealed segment holds no side state");
+    side = static_cast<SideState*>(
+        segment->side_state_slot(role == Role::kClient));
+  } else {
+    side = MapInheritedSideState(side_fd);
+    if (!side) return fail("the side state is not a sealed page");
+  }
   if (doorbell->AdoptInherited(user_fd, sink_fd,
                                role == Role::kClient ? 'c' : 's') != 0)
     return fail("the wait socket and sink are not one connection's");

@@ -327,7 +327,8 @@ class ShmTransportProvider final : public TransportProvider {
     ShmTransport::Role role;
     ShmTransport::InheritedFds inherited;
     if (!ShmTransport::ParseExecFields(fields, &role, &inherited)) return false;
-    *fds = {inherited.segment, inherited.side, inherited.sink, inherited.tcp};
+    *fds = {inherited.segment, inherited.sink, inherited.tcp};
+    if (inherited.side >= 0) fds->push_back(inherited.side);
     return true;
   }
 

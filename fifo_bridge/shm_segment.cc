@@ -240,6 +240,7 @@ int ShmSegment::CreateSealedOffer(uint64_t capacity,
     sys::close(fd);
     return err;
   }
+  (*out)->sealed_ = true;
   (*out)->InitOfferHeader(capacity);
   return 0;
 }
@@ -287,7 +288,9 @@ int ShmSegment::ValidateAndMap(int fd, bool sealed_ok,
   }
   if (!IsValidSegmentHeader(header, static_cast<uint64_t>(st.st_size)))
     return -EINVAL;
-  return MapFile(fd, header.ring_capacity, out);
+  int err = MapFile(fd, header.ring_capacity, out);
+  if (err == 0) (*out)->sealed_ = !private_file;
+  return err;
 }
 
 int ShmSegment::OpenOffer(const std::string& key,

@@ -32,6 +32,11 @@ namespace vsocket::fifo {
 inline constexpr uint64_t kSegmentMagic = 0x3147455354534b56ull;  // "VSKTSEG1"
 inline constexpr uint32_t kSegmentVersion = 2;  // 2: the move to TCP
 inline constexpr size_t kSegmentHeaderBytes = 4096;
+// The header page also holds one slot per side for that side's SideState
+// (side_state.h), written only by the processes of that side.
+inline constexpr size_t kSideStateSlotBytes = 1024;
+inline constexpr size_t kClientSideStateSlot = 1024;  // offsets in the page
+inline constexpr size_t kServerSideStateSlot = 2048;
 
 // SegmentHeader::claim values.
 inline constexpr uint32_t kOffered = 1;   // written by the client at creation
@@ -96,6 +101,17 @@ class ShmSegment {
   // The descriptor of the file (owned by this object), -1 if none.
   int fd() const { return fd_; }
 
+  // A sealed segment (a memfd that another user may map) rather than a
+  // file private to this user.
+  bool sealed() const { return sealed_; }
+  // The slot of the header page for one side's SideState, kSideStateSlotBytes
+  // long.  REQUIRES: !sealed(): another user's process must not share a page
+  // with our locks.
+  void* side_state_slot(bool client) const {
+    return static_cast<uint8_t*>(base_) +
+           (client ? kClientSideStateSlot : kServerSideStateSlot);
+  }
+
   SegmentHeader* header() const { return header_; }
   uint64_t capacity() const { return capacity_; }
   RingControl* control(Direction d) const;
@@ -114,6 +130,7 @@ class ShmSegment {
 
   std::string path_;
   bool linked_ = false;
+  bool sealed_ = false;
   int fd_ = -1;
   void* base_ = nullptr;
   size_t bytes_ = 0;

@@ -26,13 +26,21 @@ namespace vsocket::fifo {
 
 namespace sys = ::vsocket::sys;
 
+static_assert(sizeof(SegmentHeader) <= kClientSideStateSlot &&
+              sizeof(SideState) <= kSideStateSlotBytes &&
+              kServerSideStateSlot + kSideStateSlotBytes <= kSegmentHeaderBytes &&
+              kClientSideStateSlot % alignof(SideState) == 0 &&
+              kServerSideStateSlot % alignof(SideState) == 0);
+
 std::unique_ptr<ShmTransport> ShmTransport::Create(
     Role role, std::unique_ptr<ShmSegment> segment,
     std::unique_ptr<Doorbell> doorbell, int tcp_fd, int64_t claim_deadline_ns) {
-  int side_fd = -1;
-  SideState* side = CreateSideState(&side_fd);
-  if (!side) return nullptr;
   bool client = role == Role::kClient;
+  int side_fd = -1;
+  SideState* side = segment->sealed()
+                        ? CreateSideState(&side_fd)
+                        : InitSideStateIn(segment->side_state_slot(client));
+  if (!side) return nullptr;
   std::unique_ptr<ShmTransport> t =
       Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
                tcp_fd, claim_deadline_ns, /*claimed=*/!client);
@@ -66,6 +74,7 @@ std::unique_ptr<ShmTransport> ShmTransport::Assemble(
   t->role_ = role;
   t->side_ = side;
   t->side_fd_ = side_fd;
+  t->side_in_segment_ = side_fd < 0 && !segment->sealed();
   t->tx_ = segment->control(tx);
   t->rx_ = segment->control(rx);
   t->producer_ = std::make_unique<RingProducer>(t->tx_, segment->data(tx),
@@ -81,7 +90,8 @@ std::unique_ptr<ShmTransport> ShmTransport::Assemble(
 }
 
 ShmTransport::~ShmTransport() {
-  if (side_) DestroySideState(side_, side_fd_);
+  // A slot of the segment goes with the segment's mapping.
+  if (side_ && !side_in_segment_) DestroySideState(side_, side_fd_);
 }
 
 namespace {

@@ -133,7 +133,7 @@ class ShmTransport final : public Transport,
   // The private descriptors a new program image needs, besides the user's.
   struct InheritedFds {
     int segment = -1;  // the segment file (ShmSegment::fd())
-    int side = -1;     // the SideState memfd
+    int side = -1;     // the SideState memfd; -1: in the segment's slot
     int sink = -1;     // the doorbell's sink
     int tcp = -1;      // the liveness TCP connection
   };
@@ -142,7 +142,8 @@ class ShmTransport final : public Transport,
   // revoked, and every private descriptor exists.
   bool CanHandOver();
   InheritedFds inherited_fds() const;
-  // Transport's exec hooks.  Fields: <c|s>,<segment>,<side>,<sink>,<tcp>.
+  // Transport's exec hooks.  Fields: <c|s>,<segment>,<side>,<sink>,<tcp>,
+  // where <side> is "-" when the SideState is in the segment's slot.
   bool DescribeForExec(std::vector<std::string>* fields,
                        std::vector<int>* keep_fds) override;
   // The calling process's busy-polling threads die with exec, so their
@@ -339,7 +340,10 @@ class ShmTransport final : public Transport,
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<Doorbell> doorbell_;
   SideState* side_ = nullptr;
-  int side_fd_ = -1;  // the memfd behind side_ (-1: anonymous page)
+  int side_fd_ = -1;  // the memfd behind side_ (-1: in the segment, or anonymous)
+  // side_ is this side's slot of the segment's header page (unsealed
+  // segments): no page or descriptor of its own.
+  bool side_in_segment_ = false;
   // Threads of this process inside BeginSpin/EndSpin (side_->spinners
   // counts those of every process sharing the connection).
   std::atomic<uint32_t> local_spinners_{0};

@@ -25,16 +25,20 @@ constexpr int64_t kIdleLookNs = 1000000000;        // one look a second
 constexpr uint64_t kAccountStep = 64 * 1024;
 // Writes that reach this far into untouched ring populate it first.
 constexpr uint64_t kPopulateAtLeast = 16 * 1024;
-// Per side: its SideState page and half of the segment's header and ring
-// control pages.
-constexpr int64_t kFixedBytes = 4096 + 2 * 4096;
+// Per side, whatever the rings hold: its share of the segment's header page
+// (its SideState slot) and ring control pages, plus a SideState page of its
+// own when the segment is sealed.
+int64_t FixedBytes(bool side_in_segment) {
+  return 2 * 4096 + (side_in_segment ? 0 : 4096);
+}
 
 }  // namespace
 
 bool ShmTransport::AfterRingWrite() {
   uint64_t written = side_->head - side_->trimmed_head;
   uint64_t touched = std::min<uint64_t>(written, producer_->capacity());
-  int64_t want = kFixedBytes +
+  const int64_t fixed = FixedBytes(side_in_segment_);
+  int64_t want = fixed +
                  static_cast<int64_t>((touched + kAccountStep - 1) / kAccountStep * kAccountStep);
   if (want > accounted_bytes_) {
     StatsShmMemory(want - accounted_bytes_);
@@ -113,9 +117,10 @@ int64_t ShmTransport::TrimIdleRing() {
                                MADV_REMOVE) == 0) {
     side_->trimmed_head = head;
     populated_ = 0;
-    StatsShmTrim(static_cast<uint64_t>(accounted_bytes_ - kFixedBytes));
-    StatsShmMemory(kFixedBytes - accounted_bytes_);
-    accounted_bytes_ = kFixedBytes;
+    const int64_t fixed = FixedBytes(side_in_segment_);
+    StatsShmTrim(static_cast<uint64_t>(accounted_bytes_ - fixed));
+    StatsShmMemory(fixed - accounted_bytes_);
+    accounted_bytes_ = fixed;
   }
   trim_scheduled_ = false;
   return 0;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <new>
 
 #include "base/real_libc.h"
@@ -38,6 +39,21 @@ int CreateBackingFile() {
 
 }  // namespace
 
+SideState* InitSideStateIn(void* slot) {
+  std::memset(slot, 0, sizeof(SideState));
+  auto* state = new (slot) SideState();
+  InitRobustMutex(&state->send_lock);
+  InitRobustMutex(&state->recv_lock);
+  state->head = 0;
+  state->tail = 0;
+  state->holders.store(1);
+  state->spinners.store(0);
+  state->kernel_sleepers.store(0);
+  state->local_flags.store(0);
+  state->pending_error.store(0);
+  return state;
+}
+
 SideState* CreateSideState(int* fd) {
   *fd = CreateBackingFile();
   void* page = ::mmap(nullptr, kSideStateBytes, PROT_READ | PROT_WRITE,
@@ -49,17 +65,7 @@ SideState* CreateSideState(int* fd) {
     errno = err;
     return nullptr;
   }
-  auto* state = new (page) SideState();
-  InitRobustMutex(&state->send_lock);
-  InitRobustMutex(&state->recv_lock);
-  state->head = 0;
-  state->tail = 0;
-  state->holders.store(1);
-  state->spinners.store(0);
-  state->kernel_sleepers.store(0);
-  state->local_flags.store(0);
-  state->pending_error.store(0);
-  return state;
+  return InitSideStateIn(page);
 }
 
 SideState* MapInheritedSideState(int fd) {

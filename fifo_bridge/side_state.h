@@ -1,10 +1,16 @@
-// State private to one side of a shared-memory connection, kept in its own
-// MAP_SHARED page so that processes forked from the owner share it (POSIX: a
-// socket stays usable in a forked child) while the peer never sees it.  The
-// page is a sealed memfd (size fixed), so that it can also be handed to a new
-// program image across exec (fifo_bridge/shm_handover.cc): the descriptor is
-// private (sys::DupPrivate range), close-on-exec, and owned by whoever
-// created or adopted the mapping.  Holds the authoritative ring indices, the locks that serialise
+// State private to one side of a shared-memory connection, in MAP_SHARED
+// memory so that processes forked from the owner share it (POSIX: a socket
+// stays usable in a forked child), and in a file so that it can be handed to
+// a new program image across exec (fifo_bridge/shm_handover.cc).  Where:
+//  - a segment private to one user (the default) keeps it in its side's slot
+//    of the segment's header page (ShmSegment::side_state_slot): no
+//    descriptor of its own.  The peer maps that page too and is trusted not
+//    to write our slot, as a process of the same user can reach our memory
+//    anyway (ptrace, /proc/<pid>/mem);
+//  - a sealed segment, which another user may map (VSOCKET_SHARE_UIDS),
+//    keeps it in a page of its own that the peer never sees: a sealed memfd
+//    (size fixed) whose descriptor is private (sys::DupPrivate range),
+//    close-on-exec, and owned by whoever created or adopted the mapping.  Holds the authoritative ring indices, the locks that serialise
 // producers and consumers across threads and forked processes, and the
 // count of processes that still hold the connection.
 #ifndef VSOCKET_FIFO_BRIDGE_SIDE_STATE_H_
@@ -66,8 +72,16 @@ struct SideState {
 inline constexpr size_t kSideStateBytes = 4096;
 static_assert(sizeof(SideState) <= kSideStateBytes);
 
-// Maps and initialises a SideState; nullptr with errno on failure.  *fd gets
-// the memfd behind it (private, close-on-exec), or -1 when memfd_create is
+// Initialises a SideState in place, in `slot`: memory shared with every
+// process that holds this side (a MAP_SHARED mapping), at least
+// sizeof(SideState) bytes, aligned for it.  Used for the slot of a segment
+// private to one user (ShmSegment::side_state_slot), which costs no
+// descriptor of its own.
+SideState* InitSideStateIn(void* slot);
+
+// Maps and initialises a SideState in a page of its own (for segments that
+// another user may map); nullptr with errno on failure.  *fd gets the memfd
+// behind it (private, close-on-exec), or -1 when memfd_create is
 // unavailable and the page is anonymous (it then cannot cross exec).
 SideState* CreateSideState(int* fd);
 // Maps the SideState behind an inherited descriptor after checking that it

@@ -50,7 +50,7 @@ TEST(TenThousand, BothPreloadedEveryConnectionWorksUnderOneGiB) {
   if (o.client.out.find("SKIP") != std::string::npos) GTEST_SKIP() << o.client.out;
   Stats c = ParseStats(o.client.err);
   Stats s = ParseStats(o.server.err);
-  // vsocket needs about 6 descriptors per shared-memory connection
+  // vsocket needs about 5 descriptors per shared-memory connection
   // (docs/COMPATIBILITY.md, "Descriptor budget").
   const bool room = Reported(o.client.out, "hard limit ") >= 7L * kConnections + 1024 &&
                     Reported(o.server.out, "hard limit ") >= 7L * kConnections + 1024;

@@ -1,6 +1,6 @@
 // The pieces a new program image rebuilds a shared-memory connection from
-// after exec: the segment's kept descriptor, the SideState memfd and the
-// doorbell's bound sockets.  Each accepts what it made and rejects the rest.
+// after exec: the segment's kept descriptor, the SideState (in the segment's
+// slot, or a memfd for sealed segments) and the doorbell's bound sockets.  Each accepts what it made and rejects the rest.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -71,6 +71,42 @@ TEST(ExecHandoverPiecesTest, SideStateIsSharedThroughItsMemfd) {
   // Its size cannot change under a mapping.
   EXPECT_NE(::ftruncate(fd, 0), 0);
   DestroySideState(state, fd);
+}
+
+// A segment private to the user holds each side's SideState in a slot of
+// its header page: the segment's descriptor alone carries it across exec.
+TEST(ExecHandoverPiecesTest, SideStateInTheSegmentSlotCrossesWithTheSegment) {
+  std::string key = Key("slot");
+  std::unique_ptr<ShmSegment> client, adopted;
+  ASSERT_EQ(ShmSegment::CreateOffer(key, 65536, &client), 0);
+  client->Unlink();
+  EXPECT_FALSE(client->sealed());
+  SideState* mine = InitSideStateIn(client->side_state_slot(/*client=*/true));
+  SideState* theirs = InitSideStateIn(client->side_state_slot(/*client=*/false));
+  mine->head = 777;
+  mine->holders.store(2);
+  EXPECT_EQ(theirs->head, 0u);  // the two sides' slots do not overlap
+  EXPECT_EQ(theirs->holders.load(), 1u);
+  EXPECT_EQ(client->header()->magic, kSegmentMagic);  // nor touch the header
+  client->header()->claim.store(kClaimed);
+  ASSERT_EQ(ShmSegment::AdoptInherited(::dup(client->fd()), &adopted), 0);
+  auto* again = static_cast<SideState*>(adopted->side_state_slot(true));
+  EXPECT_EQ(again->head, 777u);
+  EXPECT_EQ(again->holders.load(), 2u);
+  {
+    SideLock lock(&again->send_lock);  // the process-shared mutex works
+  }
+  SideLock lock(&mine->send_lock, /*try_only=*/true);
+  EXPECT_TRUE(lock.owns_lock());  // released through the other mapping
+}
+
+// Another user may map a sealed segment: its side state stays out of it.
+TEST(ExecHandoverPiecesTest, SealedSegmentsSaySo) {
+  std::unique_ptr<ShmSegment> sealed, handed;
+  ASSERT_EQ(ShmSegment::CreateSealedOffer(65536, &sealed), 0);
+  EXPECT_TRUE(sealed->sealed());
+  ASSERT_EQ(ShmSegment::AdoptHandedOffer(::dup(sealed->fd()), &handed), 0);
+  EXPECT_TRUE(handed->sealed());
 }
 
 TEST(ExecHandoverPiecesTest, SideStateRejectsUnsealedOrWrongSizedFiles) {
