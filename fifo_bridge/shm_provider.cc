@@ -262,7 +262,7 @@ class ShmTransportProvider final : public TransportProvider {
     DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
     if (!descriptors) return {over_budget, true};
     uint16_t port = EnsureLocalPort(fd, addr->sa_family);
-    if (port == 0) return {FallbackReason::kShmSetupFailed, true};
+    if (port == 0) return {FallbackReason::kLocalPortsBusy, true};
     std::string key = ConnectionKey(dst, port);
     std::unique_ptr<ShmSegment> segment;
     // Sharing with other users: the acceptor may be any of them (nginx's

@@ -44,6 +44,17 @@ void ShmTransport::Release() {
       tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
       doorbell_->WakePeerWatcher();  // first: it raises the peer's hang-up
       doorbell_->RingPeer();
+      // The ring carries the end of the stream; the liveness connection
+      // ends with a reset, which leaves no TIME_WAIT on either side (a
+      // FIN would hold the client's port for a minute, and a client that
+      // connects often would run out of ports to name its offers after).
+      // The peer reads the flags set above before it looks at TCP, so the
+      // reset is not taken for a crash (CheckLiveness).
+      if (tcp_fd_ >= 0) {
+        struct linger abort_on_close = {1, 0};
+        sys::setsockopt(tcp_fd_, SOL_SOCKET, SO_LINGER, &abort_on_close,
+                        sizeof(abort_on_close));
+      }
     }
     if (!revoked() && PeerMovedToTcp()) {
       // The peer moved to TCP before or while we closed: what it had not

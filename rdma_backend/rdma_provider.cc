@@ -116,7 +116,7 @@ class RdmaTransportProvider final : public TransportProvider {
     }
     if (!HaveRdmaDevice()) return {FallbackReason::kNoRdmaDevice, true};
     uint16_t port = EnsureLocalPort(fd, addr->sa_family);
-    if (port == 0) return {FallbackReason::kRdmaSetupFailed, true};
+    if (port == 0) return {FallbackReason::kLocalPortsBusy, true};
     std::unique_ptr<RdmaChannel> channel;
     FallbackReason reason = ProbeRdmaPeer(dst, port, &channel);
     if (reason != FallbackReason::kNone) return {reason, true};

@@ -34,6 +34,7 @@ enum class FallbackReason {
   kIoUringUnavailable,    // toe: io_uring cannot be used in this process
   kDisabledByRule,        // a rule of the rules file (VSOCKET_CONFIG) said tcp
   kShortLived,            // this destination's recent connections were short
+  kLocalPortsBusy,        // no free local port to name the offer before the SYN
   kCount,
 };
 

@@ -67,6 +67,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kIoUringUnavailable: return "io_uring_unavailable";
     case FallbackReason::kDisabledByRule: return "disabled_by_rule";
     case FallbackReason::kShortLived: return "short_lived";
+    case FallbackReason::kLocalPortsBusy: return "local_ports_busy";
     case FallbackReason::kCount: break;
   }
   return "unknown";

@@ -12,8 +12,12 @@
 //    VSOCKET_RING_SIZE=64M cannot be mapped, on the client (the offer) or on
 //    the server (the claim); vsocket_limit_launcher sets it.
 //  - memfd_create denied (seccomp, vsocket_limit_launcher --deny-memfd):
-//    the per-connection SideState page falls back to anonymous memory, so
-//    shared memory still works (only an exec hand-over would be refused).
+//    a connection between processes of one user keeps its SideState in
+//    the segment and needs no memfd, so shared memory still works.
+//  - Every local port of the range in TIME_WAIT: a client offer needs its
+//    port before the SYN and a bind cannot reuse a TIME_WAIT port, which
+//    connect() can; the connection keeps TCP (local_ports_busy).  In a
+//    network namespace of a forked child with an 8-port range.
 // A low RLIMIT_NOFILE is covered by tests/preload/fd_limit_test.cc; a low
 // RLIMIT_MEMLOCK for RDMA needs the RDMA guest (tests/rdma/).
 #include <gtest/gtest.h>
@@ -21,12 +25,15 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -184,6 +191,116 @@ TEST_F(ExhaustedResources, DevShmFullFallsBackToTcp) {
   EXPECT_TRUE(TookPath(o.server, "tcp", "peer_not_vsocket")) << o.server.Describe();
 }
 
+// How a forked test child ended: exit 77 means it lacked the privilege for
+// its namespace; anything but exit 0 is reported as a failure here.
+enum class ChildEnd { kPassed, kFailed, kNeedsRoot };
+ChildEnd WaitForChild(pid_t pid) {
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) return ChildEnd::kNeedsRoot;
+  bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  EXPECT_TRUE(passed) << (WIFSIGNALED(status)
+                              ? std::string("killed by ") + sigabbrev_np(WTERMSIG(status))
+                              : "exit " + std::to_string(WEXITSTATUS(status)));
+  return passed ? ChildEnd::kPassed : ChildEnd::kFailed;
+}
+
+// Brings up `lo` in a fresh network namespace.
+bool LoopbackUp() {
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return false;
+  struct ifreq ifr {};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  bool ok = ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
+  ifr.ifr_flags |= IFF_UP;
+  ok = ok && ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+  close(fd);
+  return ok;
+}
+
+int LoopbackSocket(bool vsocket, uint16_t port, bool listen_too) {
+  int fd = vsocket ? vsocket_socket(AF_INET, SOCK_STREAM, 0) : socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || !listen_too) return fd;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (vsocket) {
+    if (vsocket_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        vsocket_listen(fd, 16) != 0)
+      return -1;
+  } else if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+             listen(fd, 16) != 0) {
+    return -1;
+  }
+  return fd;
+}
+
+sockaddr_in LoopbackPort(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return a;
+}
+
+TEST_F(ExhaustedResources, LocalPortsAllInTimeWaitKeepTheConnectionOnTcp) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNET) != 0) _exit(77);
+    if (!LoopbackUp()) _exit(10);
+    int range = open("/proc/sys/net/ipv4/ip_local_port_range", O_WRONLY);
+    if (range < 0 || write(range, "40000 40007\n", 12) != 12) _exit(11);
+    close(range);
+    // Eight kernel connections whose clients close first: each of the
+    // range's ports is left in TIME_WAIT.
+    int filler = LoopbackSocket(false, 30000, true);
+    if (filler < 0) _exit(12);
+    sockaddr_in to_filler = LoopbackPort(30000);
+    for (int i = 0; i < 8; ++i) {
+      int c = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(c, reinterpret_cast<sockaddr*>(&to_filler), sizeof(to_filler)) != 0)
+        _exit(13);
+      int s = accept(filler, nullptr, nullptr);
+      if (s < 0) _exit(14);
+      close(c);
+      char byte;
+      if (read(s, &byte, 1) != 0) _exit(15);  // the client's FIN
+      close(s);
+    }
+    // connect() reuses a loopback TIME_WAIT port once it is a second old
+    // (tcp_tw_reuse = 2); a bind never does.
+    sleep(1);
+    usleep(200 * 1000);
+    setenv("VSOCKET_TRANSPORT", "auto", 1);
+    int lfd = LoopbackSocket(true, 30001, true);
+    if (lfd < 0) _exit(16);
+    int cfd = LoopbackSocket(true, 0, false);
+    sockaddr_in to_server = LoopbackPort(30001);
+    if (vsocket_connect(cfd, reinterpret_cast<sockaddr*>(&to_server), sizeof(to_server)) != 0)
+      _exit(17);
+    int sfd = vsocket_accept(lfd, nullptr, nullptr);
+    if (sfd < 0) _exit(18);
+    if (std::string(vsocket_transport_name(cfd)) != "tcp" ||
+        std::string(vsocket_fallback_reason(cfd)) != "local_ports_busy") {
+      std::fprintf(stderr, "client took %s (%s)\n", vsocket_transport_name(cfd),
+                   vsocket_fallback_reason(cfd));
+      _exit(19);
+    }
+    char out[64], in[64];
+    for (size_t i = 0; i < sizeof(out); ++i) out[i] = static_cast<char>(i * 7);
+    if (vsocket_send(cfd, out, sizeof(out), 0) != static_cast<ssize_t>(sizeof(out)) ||
+        vsocket_recv(sfd, in, sizeof(in), MSG_WAITALL) != static_cast<ssize_t>(sizeof(in)) ||
+        std::memcmp(in, out, sizeof(in)) != 0) {
+      _exit(20);
+    }
+    _exit(0);
+  }
+  ChildEnd end = WaitForChild(pid);
+  if (end == ChildEnd::kNeedsRoot) GTEST_SKIP() << "needs root";
+}
+
 // /dev/shm fills up after the connection was set up: the segment's pages
 // are allocated as data passes (the file is sparse, so that memory follows
 // use), and a page tmpfs cannot allocate is a SIGBUS in whoever touches it.
@@ -236,12 +353,8 @@ TEST_F(ExhaustedResources, DevShmFillingUpAfterConnectResetsInsteadOfKilling) {
     if (n > 0 || (n < 0 && errno != ECONNRESET)) _exit(15);
     _exit(0);
   }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "needs root";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << (WIFSIGNALED(status) ? std::string("killed by ") + sigabbrev_np(WTERMSIG(status))
-                              : "exit " + std::to_string(WEXITSTATUS(status)));
+  ChildEnd end = WaitForChild(pid);
+  if (end == ChildEnd::kNeedsRoot) GTEST_SKIP() << "needs root";
 }
 
 // Address space for the program, not for a 128 MiB segment.

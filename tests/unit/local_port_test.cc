@@ -1,0 +1,91 @@
+// The client's port before its SYN (vsocket/local_port.h): parsing the
+// kernel's range files, and binding a port inside the range.
+#include "vsocket/local_port.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace vsocket {
+namespace {
+
+TEST(LocalPort, ParsesTheRangeFile) {
+  PortSpan range;
+  ASSERT_TRUE(ParseLocalPortRange("32768\t60999\n", &range));
+  EXPECT_EQ(range, PortSpan(32768, 60999));
+  ASSERT_TRUE(ParseLocalPortRange("  1024 1024", &range));
+  EXPECT_EQ(range, PortSpan(1024, 1024));
+  EXPECT_FALSE(ParseLocalPortRange("", &range));
+  EXPECT_FALSE(ParseLocalPortRange("60999 32768\n", &range));  // inverted
+  EXPECT_FALSE(ParseLocalPortRange("0 100\n", &range));
+  EXPECT_FALSE(ParseLocalPortRange("32768 70000\n", &range));
+  EXPECT_FALSE(ParseLocalPortRange("32768 60999 1\n", &range));
+  EXPECT_FALSE(ParseLocalPortRange("a b\n", &range));
+}
+
+TEST(LocalPort, ParsesTheReservedPortsFile) {
+  std::vector<PortSpan> spans;
+  ASSERT_TRUE(ParseReservedPorts("\n", &spans));
+  EXPECT_TRUE(spans.empty());
+  ASSERT_TRUE(ParseReservedPorts("8080,9000-9010\n", &spans));
+  EXPECT_EQ(spans, (std::vector<PortSpan>{{8080, 8080}, {9000, 9010}}));
+  EXPECT_FALSE(ParseReservedPorts("9010-9000\n", &spans));
+  EXPECT_FALSE(ParseReservedPorts("80;81\n", &spans));
+  EXPECT_FALSE(ParseReservedPorts("80-\n", &spans));
+}
+
+uint16_t BoundPort(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  return ntohs(a.sin_port);
+}
+
+// Distinct ports inside the namespace's range, each one the socket's.
+TEST(LocalPort, BindsDistinctPortsOfTheRange) {
+  PortSpan range{32768, 60999};
+  char text[64] = {};
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    ASSERT_TRUE(ParseLocalPortRange(std::string_view(text, n), &range));
+  }
+  std::set<uint16_t> seen;
+  std::vector<int> fds;
+  for (int i = 0; i < 200; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    uint16_t port = EnsureLocalPort(fd, AF_INET);
+    ASSERT_NE(port, 0);
+    EXPECT_EQ(BoundPort(fd), port);
+    EXPECT_GE(port, range.first);
+    EXPECT_LE(port, range.second);
+    EXPECT_TRUE(seen.insert(port).second) << port;
+    EXPECT_EQ(EnsureLocalPort(fd, AF_INET), port);  // already bound: kept
+    fds.push_back(fd);
+  }
+  for (int fd : fds) close(fd);
+}
+
+// A socket the application marked SO_REUSEADDR gets the kernel's choice,
+// which never shares a port another socket uses.
+TEST(LocalPort, ReuseAddressSocketsGetTheKernelsChoice) {
+  int other = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_NE(EnsureLocalPort(other, AF_INET), 0);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int on = 1;
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)), 0);
+  uint16_t port = EnsureLocalPort(fd, AF_INET);
+  ASSERT_NE(port, 0);
+  EXPECT_NE(port, BoundPort(other));
+  close(fd);
+  close(other);
+}
+
+}  // namespace
+}  // namespace vsocket
