@@ -154,11 +154,11 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   if (!slot.taken()) budget = 0;
   SignalRestartWindow signals;
   PollerPacer pace(start, budget);
-  for (;;) {
+  for (bool waiting = false;; waiting = true) {
     int64_t now = pace.now();
     bool ask_kernel = false;
     int ready = 0;
-    bool kernel_first = set->KernelDue(now);
+    bool kernel_first = set->KernelDue(now, waiting);
     if (kernel_first) {
       ready = AppendKernelEvents(epfd, events, 0, maxevents, sigmask);
       if (ready < 0) return -1;

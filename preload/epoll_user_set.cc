@@ -246,9 +246,10 @@ void EpollUserSet::BeforeKernelSleep(KernelSleepers* sleep) {
   }
 }
 
-bool EpollUserSet::KernelDue(int64_t now_ns) const {
+bool EpollUserSet::KernelDue(int64_t now_ns, bool waiting) const {
   return calls_since_kernel_ >= kKernelEveryCalls ||
-         now_ns - last_kernel_ns_ >= kKernelEveryNs;
+         now_ns - last_kernel_ns_ >=
+             (waiting ? kKernelWhileWaitingNs : kKernelEveryNs);
 }
 
 void EpollUserSet::NoteKernelLook(int64_t now_ns) {

@@ -90,13 +90,16 @@ class EpollUserSet {
   void BeforeKernelSleep(KernelSleepers* sleep);
 
   // Whether the kernel's part of the set is due for a look: every
-  // kKernelEveryCalls calls that returned events, or kKernelEveryNs.
-  bool KernelDue(int64_t now_ns) const;
+  // kKernelEveryCalls calls that returned events, or kKernelEveryNs; or,
+  // once the call spins with nothing ready (`waiting`),
+  // kKernelWhileWaitingNs (vsocket/poll_user_space.h says why).
+  bool KernelDue(int64_t now_ns, bool waiting) const;
   void NoteKernelLook(int64_t now_ns);
   void NoteCallReturned() { ++calls_since_kernel_; }
 
   static constexpr uint32_t kKernelEveryCalls = 16;
   static constexpr int64_t kKernelEveryNs = 64 * 1000;
+  static constexpr int64_t kKernelWhileWaitingNs = 16 * 1000;
 
  private:
   struct Entry {

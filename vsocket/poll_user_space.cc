@@ -114,10 +114,13 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t timeout_ns,
       if (revents) ++ready;
     }
     // A one-look call whose rings show nothing looks at the kernel too;
-    // otherwise the kernel's part waits for its turn.
+    // otherwise the kernel's part waits for its turn, which comes sooner
+    // while nothing is ready.
     bool kernel_due =
-        kernel_part_ && ((timeout_ns == 0 && ready == 0) ||
-                         now - t_last_kernel_look_ns >= kKernelEveryNs);
+        kernel_part_ &&
+        ((timeout_ns == 0 && ready == 0) ||
+         now - t_last_kernel_look_ns >=
+             (ready == 0 ? kKernelWhileWaitingNs : kKernelEveryNs));
     if (kernel_due) {
       int got = look_(kernel_fds_.data(), nfds, sigmask);
       if (got < 0) return -1;

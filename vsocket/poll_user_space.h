@@ -48,6 +48,11 @@ class PollUserSpace {
   // watches the first ones and leaves the rest to the kernel's look.
   static constexpr size_t kMaxWatched = 256;
   static constexpr int64_t kKernelEveryNs = 64 * 1000;
+  // Once a call spins with nothing ready, the kernel's descriptors are
+  // looked at this often: a look then delays no data (the core only
+  // waits), and a listener's new connection or a pipe's byte is seen about
+  // as soon as a kernel wake-up would have brought it.
+  static constexpr int64_t kKernelWhileWaitingNs = 16 * 1000;
 
   // The non-sleeping kernel look at the other descriptors: poll() with a
   // zero timeout and `sigmask` applied (nullptr: none), as ppoll would.
