@@ -248,6 +248,9 @@ int ShmSegment::CreateSealedOffer(uint64_t capacity,
 int ShmSegment::AdoptHandedOffer(int fd, std::unique_ptr<ShmSegment>* out) {
   int err = ValidateAndMap(fd, /*sealed_ok=*/true, out);
   if (err != 0) sys::close(fd);
+  // Handed over by descriptor: whoever made it, its sides keep their state
+  // out of it, whatever its mode says.
+  if (err == 0) (*out)->sealed_ = true;
   return err;
 }
 

@@ -124,7 +124,8 @@ uint16_t RandomPortIn(const PortSpan& range, bool bind_half) {
   thread_local std::minstd_rand random([] {
     struct timespec now;
     ::clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<uint32_t>(now.tv_nsec ^ now.tv_sec ^ (::getpid() << 12));
+    return static_cast<uint32_t>(now.tv_nsec) ^ static_cast<uint32_t>(now.tv_sec) ^
+           (static_cast<uint32_t>(::getpid()) << 12);
   }());
   uint32_t span = uint32_t{range.second} - range.first + 1;
   if (bind_half && span >= 4)
