@@ -5,7 +5,8 @@
 // could forge.
 //
 // Checks: every parsed descriptor number is in [0, 2^20) ("-1" only for a
-// listener's marker), a number list holds distinct numbers, the entries
+// listener's marker; a shared-memory entry's side state may be "-", kept
+// in the segment), a number list holds distinct numbers, the entries
 // and fields rebuild the text they came from; MapInheritedSideState maps
 // only a regular file of exactly one page sealed against shrinking and
 // growing (so the whole page can be read), whatever else the file is.
@@ -77,8 +78,14 @@ void CheckText(const std::string& text) {
     fifo::ShmTransport::InheritedFds inherited;
     if (fifo::ShmTransport::ParseExecFields(e.fields, &role, &inherited)) {
       FUZZ_CHECK(e.fields.size() == 5);
-      for (int fd : {inherited.segment, inherited.side, inherited.sink, inherited.tcp})
+      for (int fd : {inherited.segment, inherited.sink, inherited.tcp})
         FUZZ_CHECK(fd >= 0 && fd < kMaxFd);
+      // "-": the side state is in the segment's slot; otherwise a number.
+      if (e.fields[2] == "-") {
+        FUZZ_CHECK(inherited.side == -1);
+      } else {
+        FUZZ_CHECK(inherited.side >= 0 && inherited.side < kMaxFd);
+      }
     }
   }
   FUZZ_CHECK(Join(rebuilt, ';') == text);
