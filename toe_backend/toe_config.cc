@@ -1,11 +1,33 @@
 #include "toe_backend/toe_config.h"
 
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 
 #include "vsocket/config.h"
 
 namespace vsocket::toe {
 namespace {
+
+static_assert(kDefaultSqpollIdleMs == 10 && kMaxSqpollIdleMs == 60000 &&
+                  kMaxSqpollSpinUs == 1000,
+              "the warnings below name them");
+
+// A decimal `name` from 0 to `max` into *out: true when set and valid;
+// set but not valid, one warning (`expected`) and *out is left alone.
+bool ParseUpTo(const char* name, uint32_t max, const char* expected, uint32_t* out) {
+  const char* v = std::getenv(name);
+  if (!v) return false;
+  uint32_t value = 0;
+  const char* end = v + std::strlen(v);
+  auto [at, ec] = std::from_chars(v, end, value);
+  if (ec != std::errc() || at != end || at == v || value > max) {
+    WarnConfigValue(name, v, expected);
+    return false;
+  }
+  *out = value;
+  return true;
+}
 
 ToeConfig Load() {
   ToeConfig config;
@@ -29,6 +51,14 @@ ToeConfig Load() {
     else if (v[0] == '1' && !v[1]) config.readahead_inheritable = true;
     else WarnConfigValue("VSOCKET_TOE_READAHEAD_INHERITABLE", v, "expected 0 or 1");
   }
+  uint32_t ms = 0;
+  if (ParseUpTo("VSOCKET_TOE_SQPOLL", kMaxSqpollIdleMs,
+                "expected 0 (off), 1 (on, 10 ms idle) or the SQ thread's idle "
+                "time in ms up to 60000; SQPOLL stays off", &ms)) {
+    config.sqpoll_idle_ms = ms == 1 ? kDefaultSqpollIdleMs : ms;
+  }
+  ParseUpTo("VSOCKET_TOE_SQPOLL_SPIN_US", kMaxSqpollSpinUs,
+            "expected microseconds from 0 to 1000; no spin", &config.sqpoll_spin_us);
   return config;
 }
 

@@ -22,7 +22,24 @@ struct ToeConfig {
   // socket and reads it would see again up to a window of bytes this
   // process already delivered (docs/COMPATIBILITY.md).
   bool readahead_inheritable = false;
+  // VSOCKET_TOE_SQPOLL: 0 (default) = off; otherwise rings are made with
+  // IORING_SETUP_SQPOLL, all of the process's rings sharing one kernel
+  // submission thread that sleeps after this many milliseconds without
+  // work (1 = kDefaultSqpollIdleMs; at most kMaxSqpollIdleMs).  What it
+  // costs and measured: toe_backend/README.md, docs/BENCHMARKS.md ("toe").
+  uint32_t sqpoll_idle_ms = 0;
+  // VSOCKET_TOE_SQPOLL_SPIN_US: with SQPOLL, how long a call spins on its
+  // completion queue before it sleeps in io_uring_enter (0 to 1000 us).
+  // The spin is what saves the system call, and it pays only where the SQ
+  // thread has a core of its own: on 2 shared vCPUs every spin tried was
+  // slower than none, and spins of 10 us and more starved the SQ thread
+  // for whole scheduler ticks (docs/BENCHMARKS.md, "toe").  Default 0.
+  uint32_t sqpoll_spin_us = 0;
 };
+
+inline constexpr uint32_t kDefaultSqpollIdleMs = 10;
+inline constexpr uint32_t kMaxSqpollIdleMs = 60000;
+inline constexpr uint32_t kMaxSqpollSpinUs = 1000;
 
 const ToeConfig& GetToeConfig();
 

@@ -17,8 +17,15 @@ namespace {
 // connections may outlive any other owner until exit).
 UringEngine* Engine();
 
-// ,"toe_engine":{"readahead_enters":N,"window_bytes":N,"zerocopy_sends":N}
-// in VSOCKET_STATS once the engine exists: how much read-ahead served.
+// ,"toe_engine":{"readahead_enters":N,"window_bytes":N,"zerocopy_sends":N,
+//   "sqpoll":B,...} in VSOCKET_STATS once the engine exists: how much
+// read-ahead served, and whether the rings share an SQ thread.  With
+// SQPOLL on: "sqpoll_calls" (Send/Recv the SQ thread ran),
+// "sqpoll_wakeups" (submissions that had to wake it: an io_uring_enter
+// each), "sqpoll_waits" (completions slept for after the spin) and
+// "sqpoll_plain_rings" (threads that got a ring without it); asked for
+// but refused, "sqpoll_refused" names the errno.  ProbeUring() does not
+// block here: the engine is made only after Availability() probed.
 void AppendStatsSection(std::string* out) {
   const UringEngine::Counters& c = Engine()->counters();
   *out += ",\"toe_engine\":{\"readahead_enters\":" +
@@ -26,7 +33,23 @@ void AppendStatsSection(std::string* out) {
           ",\"window_bytes\":" +
           std::to_string(c.window_bytes.load(std::memory_order_relaxed)) +
           ",\"zerocopy_sends\":" +
-          std::to_string(c.zerocopy_sends.load(std::memory_order_relaxed)) + "}";
+          std::to_string(c.zerocopy_sends.load(std::memory_order_relaxed));
+  const UringSupport& u = ProbeUring();
+  *out += u.sqpoll ? ",\"sqpoll\":true" : ",\"sqpoll\":false";
+  if (u.sqpoll) {
+    const SqpollCounters& q = GetSqpollCounters();
+    *out += ",\"sqpoll_calls\":" +
+            std::to_string(c.sqpoll_calls.load(std::memory_order_relaxed)) +
+            ",\"sqpoll_wakeups\":" +
+            std::to_string(q.wakeups.load(std::memory_order_relaxed)) +
+            ",\"sqpoll_waits\":" + std::to_string(q.waits.load(std::memory_order_relaxed)) +
+            ",\"sqpoll_plain_rings\":" +
+            std::to_string(q.plain_rings.load(std::memory_order_relaxed));
+  } else if (u.sqpoll_error != 0) {
+    const char* name = strerrorname_np(u.sqpoll_error);
+    *out += std::string(",\"sqpoll_refused\":\"") + (name ? name : "?") + "\"";
+  }
+  *out += "}";
 }
 
 UringEngine* Engine() {

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 
 #include <algorithm>
@@ -338,26 +340,30 @@ ssize_t UringEngine::Recv(ToeHandle h, struct msghdr* msg, int flags) {
       return -EAGAIN;
     }
   }
-  // The kernel socket, as kernel TCP: the window is empty here.  No peek
-  // may start while this thread is inside recvmsg.
-  std::vector<struct iovec> rest;
-  struct msghdr tail = {};
-  struct msghdr* m = msg;
-  if (got > 0) {
-    rest = IovSuffix(msg->msg_iov, msg->msg_iovlen, got);
-    tail.msg_iov = rest.data();
-    tail.msg_iovlen = rest.size();
-    m = &tail;
-  }
-  ++s.kernel_readers;
-  const int fd = s.fd;
-  lock.unlock();
-  ssize_t n = ErrnoResult(sys::recvmsg(fd, m, flags));
-  lock.lock();
-  --s.kernel_readers;
-  if (got > 0) {
-    SetStreamOutputFields(msg);
-    return static_cast<ssize_t>(got) + (n > 0 ? n : 0);
+  // The kernel socket, as kernel TCP: the window is empty here.  With
+  // SQPOLL the SQ thread answers what needs no waiting.
+  ssize_t n = -EAGAIN;
+  if (got > 0 || !plain || (flags & MSG_WAITALL) || !RecvOnSqThread(s, msg, flags, &n)) {
+    // No peek may start while this thread is inside recvmsg.
+    std::vector<struct iovec> rest;
+    struct msghdr tail = {};
+    struct msghdr* m = msg;
+    if (got > 0) {
+      rest = IovSuffix(msg->msg_iov, msg->msg_iovlen, got);
+      tail.msg_iov = rest.data();
+      tail.msg_iovlen = rest.size();
+      m = &tail;
+    }
+    ++s.kernel_readers;
+    const int fd = s.fd;
+    lock.unlock();
+    n = ErrnoResult(sys::recvmsg(fd, m, flags));
+    lock.lock();
+    --s.kernel_readers;
+    if (got > 0) {
+      SetStreamOutputFields(msg);
+      return static_cast<ssize_t>(got) + (n > 0 ? n : 0);
+    }
   }
   // A small read that filled its buffer: more is probably queued.
   if (plain && !peek && n > 0 && static_cast<uint64_t>(n) == total &&
@@ -370,7 +376,54 @@ ssize_t UringEngine::Recv(ToeHandle h, struct msghdr* msg, int flags) {
 ssize_t UringEngine::Send(ToeHandle h, const struct msghdr* msg, int flags) {
   Socket& s = *Of(h);
   if (int e = s.pending_error.exchange(0, std::memory_order_relaxed)) return -e;
+  if (struct io_uring* ring = ThisThreadSqpollRing()) return SendOnSqThread(s, ring, msg, flags);
   return ErrnoResult(sys::sendmsg(s.fd, msg, flags));
+}
+
+bool UringEngine::RecvOnSqThread(Socket& s, struct msghdr* msg, int flags, ssize_t* n) {
+  struct io_uring* ring = ThisThreadSqpollRing();
+  if (!ring) return false;
+  struct msghdr m = {};
+  m.msg_iov = msg->msg_iov;
+  m.msg_iovlen = msg->msg_iovlen;
+  struct io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  io_uring_prep_recvmsg(sqe, s.fd, &m, flags | MSG_DONTWAIT);
+  sqe->user_data = 0;
+  int32_t res[1] = {-EAGAIN};
+  if (SubmitAndReap(ring, 1, res) != 0) return false;
+  counters_.sqpoll_calls.fetch_add(1, std::memory_order_relaxed);
+  if (res[0] == -EAGAIN && !(flags & MSG_DONTWAIT)) return false;
+  *n = res[0];
+  if (*n > 0) SetStreamOutputFields(msg);
+  return true;
+}
+
+ssize_t UringEngine::SendOnSqThread(Socket& s, struct io_uring* ring,
+                                    const struct msghdr* msg, int flags) {
+  struct io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  // MSG_NOSIGNAL: the kernel would raise SIGPIPE on the SQ thread.
+  io_uring_prep_sendmsg(sqe, s.fd, msg, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+  sqe->user_data = 0;
+  int32_t res[1] = {-EAGAIN};
+  if (SubmitAndReap(ring, 1, res) != 0) return ErrnoResult(sys::sendmsg(s.fd, msg, flags));
+  counters_.sqpoll_calls.fetch_add(1, std::memory_order_relaxed);
+  const ssize_t n = res[0];
+  if (n == -EPIPE && !(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
+  if ((flags & MSG_DONTWAIT) || (n < 0 && n != -EAGAIN)) return n;
+  // A caller that may block: what the send buffer could not take at once
+  // goes as kernel TCP would send it (blocking, SO_SNDTIMEO, signals).
+  if (n == -EAGAIN) return ErrnoResult(sys::sendmsg(s.fd, msg, flags));
+  const uint64_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
+  if (static_cast<uint64_t>(n) == total) return n;
+  std::vector<struct iovec> rest = IovSuffix(msg->msg_iov, msg->msg_iovlen,
+                                             static_cast<size_t>(n));
+  struct msghdr tail = *msg;
+  tail.msg_iov = rest.data();
+  tail.msg_iovlen = rest.size();
+  // An error after some bytes went is the next call's, as in the kernel
+  // (which raises no SIGPIPE for a send that took bytes).
+  ssize_t more = sys::sendmsg(s.fd, &tail, flags | MSG_NOSIGNAL);
+  return n + (more > 0 ? more : 0);
 }
 
 ssize_t UringEngine::SendZeroCopy(ToeHandle h, const void* data, size_t len,

@@ -22,6 +22,14 @@
 // close-on-exec descriptors.  Sends are never held: Send is sendmsg(2);
 // SendZeroCopy waits for the kernel's notification before returning.
 //
+// SQPOLL (VSOCKET_TOE_SQPOLL, uring_ring.h): sends and the receives that
+// reach the kernel socket go to the SQ thread as non-blocking operations
+// too (MSG_DONTWAIT, and MSG_NOSIGNAL: a SIGPIPE would go to the SQ
+// thread, so the engine raises it on the caller's thread).  What cannot
+// complete at once, for a caller that may block, is the kernel's blocking
+// call, so blocking, timeouts and signals stay the kernel's.  Off, every
+// call is what it was without SQPOLL.
+//
 // Readiness: the kernel socket is the descriptor the application polls
 // (kToeKernelSocket).
 #ifndef VSOCKET_TOE_BACKEND_URING_ENGINE_H_
@@ -32,6 +40,8 @@
 #include <vector>
 
 #include "toe_backend/toe_engine.h"
+
+struct io_uring;
 
 namespace vsocket::toe {
 
@@ -80,6 +90,7 @@ class UringEngine final : public ToeEngine {
     std::atomic<uint64_t> readahead_enters{0};  // io_uring_enter calls that peeked
     std::atomic<uint64_t> window_bytes{0};      // bytes served from a window
     std::atomic<uint64_t> zerocopy_sends{0};    // SEND_ZC submissions
+    std::atomic<uint64_t> sqpoll_calls{0};      // Send/Recv the SQ thread ran
   };
   const Counters& counters() const { return counters_; }
 
@@ -95,6 +106,16 @@ class UringEngine final : public ToeEngine {
   void DropWindow(Socket& s);
   bool MayReadAhead(Socket& s);
   void NotePeek(Socket& s, bool found);
+  // SQPOLL: a non-blocking recvmsg run by the SQ thread for the calling
+  // thread's ring.  False when the kernel socket must answer instead (no
+  // SQPOLL ring on this thread, or nothing there for a caller that may
+  // block); else *n is the result.
+  bool RecvOnSqThread(Socket& s, struct msghdr* msg, int flags, ssize_t* n);
+
+  // SQPOLL: Send through `ring`, the calling thread's.  No lock: sends are
+  // serialised by the kernel socket, as sendmsg(2).
+  ssize_t SendOnSqThread(Socket& s, struct io_uring* ring,
+                         const struct msghdr* msg, int flags);
 
   const uint32_t window_bytes_;
   const uint64_t send_zc_min_;

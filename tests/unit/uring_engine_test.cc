@@ -28,38 +28,11 @@
 
 #include "toe_backend/uring_engine.h"
 #include "toe_backend/uring_ring.h"
+#include "tests/unit/uring_test_pair.h"
 #include "vsocket/vsocket.h"
 
 namespace vsocket::toe {
 namespace {
-
-uint8_t PatternByte(uint64_t offset) {
-  return static_cast<uint8_t>((offset * 131) ^ (offset >> 9));
-}
-
-// A connected loopback pair of plain kernel sockets, close-on-exec.
-struct Pair {
-  int ours = -1;  // adopted by the engine
-  int peer = -1;  // a plain TCP program's end
-  Pair() {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    EXPECT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(listen(l, 1), 0);
-    EXPECT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    ours = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    EXPECT_EQ(connect(ours, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    peer = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-    close(l);
-  }
-  ~Pair() {
-    if (ours >= 0) close(ours);
-    if (peer >= 0) close(peer);
-  }
-};
 
 void SendPattern(int fd, uint64_t offset, size_t len) {
   std::vector<uint8_t> buf(len);
@@ -81,14 +54,6 @@ int KernelQueued(int fd) {
 void WaitQueued(int fd, int bytes) {
   for (int i = 0; i < 2000 && KernelQueued(fd) < bytes; ++i) usleep(1000);
   ASSERT_EQ(KernelQueued(fd), bytes);
-}
-
-ssize_t RecvInto(UringEngine& e, ToeHandle h, void* buf, size_t len, int flags) {
-  iovec v = {buf, len};
-  msghdr m = {};
-  m.msg_iov = &v;
-  m.msg_iovlen = 1;
-  return e.Recv(h, &m, flags);
 }
 
 // Read-ahead needs io_uring whose MSG_DONTWAIT receives complete at once.
@@ -289,27 +254,14 @@ TEST(UringEngineRefused, ConnectStaysOnKernelTcp) {
   if (!getenv("TOE_TEST_REFUSED_CHILD")) GTEST_SKIP() << "runs in its parent's child";
   EXPECT_FALSE(ProbeUring().available);
   EXPECT_EQ(ProbeUring().error, EPERM);
-  int l = socket(AF_INET, SOCK_STREAM, 0);  // a plain TCP program's listener
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(l, 1), 0);
-  ASSERT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  int fd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(vsocket_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  int peer = accept(l, nullptr, nullptr);
-  EXPECT_STREQ(vsocket_transport_name(fd), "tcp");
-  EXPECT_STREQ(vsocket_fallback_reason(fd), "io_uring_unavailable");
-  ASSERT_EQ(vsocket_send(fd, "hello", 5, 0), 5);
+  VsocketPair c;  // the peer a plain TCP program
+  ASSERT_GE(c.fd, 0);
+  EXPECT_STREQ(vsocket_transport_name(c.fd), "tcp");
+  EXPECT_STREQ(vsocket_fallback_reason(c.fd), "io_uring_unavailable");
+  ASSERT_EQ(vsocket_send(c.fd, "hello", 5, 0), 5);
   char buf[8] = {};
-  ASSERT_EQ(recv(peer, buf, 5, MSG_WAITALL), 5);
+  ASSERT_EQ(recv(c.peer, buf, 5, MSG_WAITALL), 5);
   EXPECT_EQ(std::string(buf, 5), "hello");
-  vsocket_close(fd);
-  close(peer);
-  close(l);
 }
 
 }  // namespace
