@@ -116,6 +116,7 @@ int AppendKernelEvents(int epfd, struct epoll_event* events, int have,
 int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
                       int64_t timeout_ns, const sigset_t* sigmask,
                       EpollSleep sleep) {
+  BeforeWait();
   if (!Marked(epfd) || maxevents <= 0 || GetConfig().spin_us == 0) {
     // Unmarked sets, and arguments the kernel is to reject, as they are.
     if (timeout_ns != 0) BeforeKernelWait();
@@ -172,7 +173,7 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
     if (ask_kernel || (!kernel_first && ready == 0 && timeout_ns == 0)) {
       int merged = AppendKernelEvents(epfd, events, ready, maxevents, sigmask);
       if (merged < 0) return -1;
-      ready = merged;
+      ready = set->DropKernelInWithoutData(events, merged);
       set->NoteKernelLook(now);
     }
     if (ready > 0) {

@@ -194,9 +194,11 @@ int EpollUserSet::Collect(struct epoll_event* out, int have, int maxevents,
   if (n == 0) return have;
   const int kernel_events = have;
   size_t start = next_ < n ? next_ : 0;
+  for (Live& live : live_) live.exact = false;
   for (size_t k = 0; k < n; ++k) {
     size_t i = (start + k) % n;
-    Transport* t = live_[i].transport;
+    Live& live = live_[i];
+    Transport* t = live.transport;
     if (!t) continue;
     Entry& e = entries_[i];
     uint32_t wanted = 0;
@@ -207,6 +209,8 @@ int EpollUserSet::Collect(struct epoll_event* out, int have, int maxevents,
       *ask_kernel = true;
       continue;
     }
+    live.exact = true;
+    live.in_reported = false;
     uint32_t ready = ReadyMask(e.event.events, r.events);
     if (e.event.events & EPOLLET) {
       bool writable = ready & EPOLLOUT;
@@ -229,13 +233,34 @@ int EpollUserSet::Collect(struct epoll_event* out, int have, int maxevents,
       ++have;
     } else {
       next_ = i;  // no room: this one comes first next time
-      return have;
+      break;
     }
+    live.in_reported = ready & (EPOLLIN | EPOLLRDNORM);
     e.last_arrivals = r.arrivals;
     e.last_writable = ready & EPOLLOUT;
     next_ = i + 1;
   }
-  return have;
+  return DropKernelInWithoutData(out, have);
+}
+
+int EpollUserSet::DropKernelInWithoutData(struct epoll_event* out, int count) {
+  constexpr uint32_t kIn = EPOLLIN | EPOLLRDNORM;
+  bool emptied = false;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Live& live = live_[i];
+    if (!live.transport || !live.exact || live.in_reported) continue;
+    for (int j = 0; j < count; ++j) {
+      if (out[j].data.u64 != entries_[i].event.data.u64 || !(out[j].events & kIn))
+        continue;
+      out[j].events &= ~kIn;
+      emptied |= out[j].events == 0;
+    }
+  }
+  if (!emptied) return count;
+  int kept = 0;
+  for (int j = 0; j < count; ++j)
+    if (out[j].events != 0) out[kept++] = out[j];
+  return kept;
 }
 
 void EpollUserSet::BeforeKernelSleep(KernelSleepers* sleep) {

@@ -22,6 +22,17 @@
 //  - an event whose data equals one the kernel reported in the same call is
 //    merged into it (union of the bits), so one registration never shows
 //    twice.
+//  - for a connection user space answers for exactly, its view of EPOLLIN
+//    replaces the kernel's: the kernel's EPOLLIN on the descriptor (a
+//    wake-up left raised while a poller held the connection, or raised late
+//    for bytes this entry already reported under EPOLLET) is dropped unless
+//    the user-space look reported EPOLLIN in the same call.  (A kernel
+//    descriptor registered with the same epoll data as such a connection
+//    would lose its EPOLLIN with it: registrations' data are taken to be
+//    distinct, as programs use them to tell their sources apart.)  An EPOLLET entry's exact view also answers for the kernel's
+//    EPOLLIN on its descriptor: with no new bytes since its last report,
+//    the kernel's edge (a descriptor raised late, when a hold ended) is
+//    dropped, as the kernel reports one edge per arrival.
 //
 // Threading: one thread uses a set at a time, under mutex() (a wait that
 // finds it taken uses the kernel alone); changes are queued by any thread.  Sets are never destroyed; an
@@ -82,6 +93,11 @@ class EpollUserSet {
   // *ask_kernel is set when an entry needs the kernel's view now.
   int Collect(struct epoll_event* out, int have, int maxevents,
               bool* ask_kernel);
+  // Removes EPOLLIN from events in out[0, count) that the last Collect's
+  // exact looks contradict (see the semantics above), dropping events
+  // left empty.  Returns the new count.  For kernel events appended after
+  // Collect in the same call.
+  int DropKernelInWithoutData(struct epoll_event* out, int count);
 
   // Before this call sleeps in the kernel: counts the sleep on each
   // watched connection that waits for data, so that no other thread's
@@ -112,6 +128,8 @@ class EpollUserSet {
   struct Live {
     std::shared_ptr<VirtualSocket> socket;
     Transport* transport = nullptr;  // null: left to the kernel this call
+    bool exact = false;        // the last Collect's look was exact
+    bool in_reported = false;  // ... and reported EPOLLIN
   };
 
   struct Pending {

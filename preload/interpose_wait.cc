@@ -108,6 +108,7 @@ int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms);
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   int highest = vsocket::preload::HighestVirtualFd();
+  if (highest >= 0) vsocket::BeforeWait();
   if (highest < 0 || vsocket::GetConfig().spin_us == 0)
     return PollInKernel(fds, nfds, timeout_ms);
   vsocket::PollUserSpace user(KernelLook);
@@ -145,6 +146,7 @@ int PpollInKernel(struct pollfd* fds, nfds_t nfds,
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
           const sigset_t* sigmask) {
   int highest = vsocket::preload::HighestVirtualFd();
+  if (highest >= 0) vsocket::BeforeWait();
   // The kernel validates the timeout (EINVAL): let it see bad ones as given.
   bool valid = !timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
                             timeout->tv_nsec < 1000000000);
@@ -277,6 +279,7 @@ int SelectChecked(int nfds, fd_set* readfds, fd_set* writefds,
                   fd_set* exceptfds, int64_t timeout_ns, Wait wait) {
   if (timeout_ns != 0) vsocket::BeforeKernelWait();
   int highest = vsocket::preload::HighestVirtualFd();
+  if (highest >= 0) vsocket::BeforeWait();
   if (highest < 0 || !readfds || nfds <= 0 || nfds > FD_SETSIZE)
     return wait(timeout_ns);
   fd_set want_r = *readfds, want_w, want_e;

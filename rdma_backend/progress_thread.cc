@@ -125,6 +125,9 @@ class ProgressThread {
   }
 
   void Run(int epoll_fd) {
+    // Named for top -H, perf and tests (rdma_transport_test counts its
+    // wake-ups).
+    pthread_setname_np(pthread_self(), "vsocket-rdma");
     struct epoll_event events[32];
     std::vector<std::pair<int, std::shared_ptr<ProgressWatcher>>> ready;
     for (;;) {

@@ -191,11 +191,16 @@ int RdmaChannel::Progress() {
     }
     recvs_to_post_ = 0;
   }
+  // The completion that corked sends waited for may have come.
+  if (corked_bytes() > 0 && !MayCork()) FlushCorked(kNoSlotWait);
   return handled;
 }
 
 bool RdmaChannel::PrepareToSleep() {
   if (closed_ || error_ != 0) return false;
+  last_call_was_send_ = false;
+  // Nobody may sleep while bytes it sent wait unposted.
+  FlushCorked(kNoSlotWait);
   // Consume completion events that fired since the last arm (an external
   // loop woke up on completion_fd() and does not read it itself); each one
   // means the CQ must be armed again, and leaving it unread would keep the
@@ -220,6 +225,7 @@ bool RdmaChannel::PrepareToSleep() {
 
 int RdmaChannel::WaitForProgress(int64_t deadline_ns) {
   if (error_ != 0 || closed_) return FailCall();
+  FlushCorked(kNoSlotWait);  // a credit or slot may be waiting on them
   int64_t now = MonotonicNs();
   int64_t spin_end = now + call_spin_ns_;
   for (uint32_t i = 1;; ++i) {
@@ -281,6 +287,10 @@ int RdmaChannel::ReserveSendSlots(uint32_t wrs, int64_t deadline_ns) {
 
 int RdmaChannel::PostImmOnly(uint32_t imm, bool force_signal,
                              int64_t deadline_ns) {
+  // FIN, CLOSE and markers follow the data: post corked bytes first.
+  // (Credits are about the other direction and may pass them.)
+  if ((imm & kImmTypeMask) == kImmControl && FlushCorked(deadline_ns) != 0)
+    return -1;
   if (ReserveSendSlots(1, deadline_ns) != 0) return -1;
   struct ibv_send_wr wr = {};
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -371,37 +381,40 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
   int64_t deadline = DeadlineAfter(wait.timeout_ns);
   uint64_t done = 0;
   Progress();
+  // The next Send() may cork behind this one (see "Corking").
+  struct MarkSend {
+    bool* flag;
+    ~MarkSend() { *flag = true; }
+  } mark{&last_call_was_send_};
   while (done < want) {
     if (error_ != 0) break;
     if (peer_closed_) {
       if (done > 0) break;
       return SendToClosedPeer(want);
     }
-    // Reserve first, so a full send queue is a timeout, not a broken stream
-    // (bytes copied into the mirror must be posted).
-    if (ReserveSendSlots(2, deadline) != 0) {
-      if (errno == EAGAIN && done > 0) return static_cast<ssize_t>(done);
-      if (errno == EAGAIN) return -1;
-      break;
-    }
-    uint64_t start = tx_head_;
     int64_t n = producer_->Write(iov, iovcnt, done);
     if (n == fifo::kCorrupt) {
       SetReset(ECONNRESET);
       break;
     }
     if (n > 0) {
-      if (PostStreamWrite(tx_block_.addr + (start & (tx_cap_ - 1)),
-                          tx_block_.lkey, /*src_is_mirror=*/true, start,
-                          static_cast<uint64_t>(n), false, deadline) != 0) {
-        // Bytes are in the mirror but were not posted: the stream is broken.
-        SetReset(ECONNRESET);
-        break;
-      }
+      // The bytes are in the mirror: accepted.  From here they are either
+      // corked (a completion in flight will post them) or posted now.
       done += static_cast<uint64_t>(n);
+      if (MayCork()) {
+        ++corked_sends_;
+        continue;
+      }
+      if (FlushCorked(deadline) != 0) {
+        if (error_ != 0) break;
+        // The send queue stayed full past the deadline: the bytes wait
+        // corked behind the WRs in flight, whose completions post them.
+        return static_cast<ssize_t>(done);
+      }
       continue;
     }
-    // Ring full: wait for a credit.
+    // Ring full: wait for a credit (WaitForProgress posts what is corked
+    // first: the peer can only credit what it received).
     if (WaitForProgress(deadline) != 0) {
       if (done > 0 && errno == EAGAIN) return static_cast<ssize_t>(done);
       if (done > 0 && error_ == 0) return static_cast<ssize_t>(done);
@@ -410,6 +423,36 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
   }
   if (done == 0 && error_ != 0) return FailCall();
   return static_cast<ssize_t>(done);
+}
+
+int RdmaChannel::FlushCorked(int64_t deadline_ns) {
+  uint64_t pending = corked_bytes();
+  if (pending == 0 || flushing_) return 0;
+  if (closed_ || error_ != 0) return FailCall();
+  if (deadline_ns == kNoSlotWait) {
+    if (sq_inflight_ + 2 > opt_.send_queue_depth) {
+      errno = EAGAIN;
+      return -1;
+    }
+    deadline_ns = 0;  // room is there: PostStreamWrite does not wait
+  }
+  flushing_ = true;
+  uint64_t start = tx_posted_;
+  int rc = PostStreamWrite(tx_block_.addr + (start & (tx_cap_ - 1)),
+                           tx_block_.lkey, /*src_is_mirror=*/true, start,
+                           pending, /*force_signal=*/true, deadline_ns);
+  flushing_ = false;
+  if (rc != 0) {
+    if (errno != EAGAIN) {
+      // Bytes accepted by Send() could not be posted: the stream is broken.
+      SetReset(ECONNRESET);
+      errno = ECONNRESET;
+    }
+    return -1;
+  }
+  tx_posted_ += pending;
+  ++cork_flushes_;
+  return 0;
 }
 
 std::unique_ptr<UserRegion> UserRegion::Register(MemoryPool* pool,
@@ -457,6 +500,8 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
   bool timed_out = false;
   Progress();
   if (peer_closed_) return SendToClosedPeer(len);
+  // The stream's order: corked mirror bytes precede these.
+  if (FlushCorked(deadline) != 0) return error_ != 0 ? FailCall() : -1;
   while (done < len && error_ == 0 && !peer_closed_) {
     int64_t space = producer_->FreeSpace();
     if (space == fifo::kCorrupt) {
@@ -487,6 +532,7 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
     // Advance the producer's index without a copy (the bytes went straight
     // from user memory).
     tx_head_ += n;
+    tx_posted_ = tx_head_;
     tx_ctl_.head.store(tx_head_, std::memory_order_release);
     done += n;
   }
@@ -562,6 +608,7 @@ void RdmaChannel::MaybeSendCredit(bool force) {
 ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
                           const WaitOptions& wait) {
   if (closed_) return FailCall();
+  last_call_was_send_ = false;
   if (IovTotal(iov, iovcnt) == 0) return 0;
   BeginCall(wait);
   int64_t deadline = DeadlineAfter(wait.timeout_ns);
@@ -588,6 +635,7 @@ ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
 
 ssize_t RdmaChannel::TryRecv(const struct iovec* iov, int iovcnt, bool peek) {
   if (closed_) return FailCall();
+  last_call_was_send_ = false;
   Progress();
   if (ResetAndDrained()) return FailCall();
   int64_t n = consumer_->Read(iov, iovcnt, 0, peek);
@@ -602,12 +650,14 @@ ssize_t RdmaChannel::TryRecv(const struct iovec* iov, int iovcnt, bool peek) {
   if (error_ != 0) return FailCall();
   if (peer_fin_) return 0;
   MaybeSendCredit(false);  // see Recv(): a credit may be owed
+  FlushCorked(kNoSlotWait);  // the caller waits next: nothing stays corked
   errno = EAGAIN;
   return -1;
 }
 
 ssize_t RdmaChannel::TryPeekContiguous(const uint8_t** data) {
   if (closed_) return FailCall();
+  last_call_was_send_ = false;
   Progress();
   if (ResetAndDrained()) return FailCall();
   int64_t n = consumer_->Contiguous(data);
@@ -631,6 +681,8 @@ void RdmaChannel::Consume(uint64_t n) {
 
 int RdmaChannel::PollNow() {
   if (closed_) return 0;
+  last_call_was_send_ = false;
+  FlushCorked(kNoSlotWait);
   return Progress();
 }
 
@@ -667,6 +719,7 @@ uint64_t RdmaChannel::SendSpace() const {
 
 int64_t RdmaChannel::ReadableBytes() {
   if (closed_) return FailCall();
+  last_call_was_send_ = false;
   Progress();
   HandleCmEvents();
   if (error_ != 0) return FailCall();

@@ -20,6 +20,24 @@
 // user buffer registered once with RegisterUserBuffer() (zero copy).
 // Every receive WR consumed by an immediate is re-posted.
 //
+// Corking.  A Send() that directly follows another Send() (no other call
+// on the channel between them), or that is made while an earlier signalled
+// WRITE is still in flight, and that leaves fewer than
+// ChannelOptions::cork_max bytes waiting, copies into the mirror and posts
+// nothing: a burst of small sends leaves as one WRITE (on Soft-RoCE each
+// post is a system call through the whole emulated NIC), as kernel TCP's
+// autocork holds small writes while earlier ones sit in the device queue.
+// The waiting bytes are posted (always signalled, so corking can go on
+// behind them) by the first of: cork_max reached, a Send() that may not
+// cork, the in-flight completion being seen (Progress()) unless the last
+// call was a Send(), a ring-full or send-queue wait, PollNow() or
+// PrepareToSleep() (a caller is about to look or sleep), a receive that
+// finds nothing, a zero-copy send, FIN or CLOSE.  A Send() after any other
+// call (a request after its answer) is never corked.  A caller that sends
+// a burst and then makes no call at all leaves its tail corked: RdmaTransport
+// posts it from the progress thread's next check (rdma_transport.cc).
+// Off unless ChannelOptions::cork_max is set.
+//
 // Waiting.  Blocking calls spin on the CQ for at most `spin_ns`, then arm the
 // CQ and poll() the completion channel fd together with the RDMA CM event fd
 // until the caller's deadline.  A CM DISCONNECTED event not preceded by the
@@ -64,6 +82,12 @@ struct ChannelOptions {
   // QP's retry exhaustion (error).
   int64_t close_drain_timeout_ns = 10'000'000'000;
   uint32_t signal_every = 16;              // signalled send WR period
+  // Send corking (see "Corking" above): the most bytes a burst of small
+  // Send()s holds unposted.  0 (the default) = post every Send() at once.
+  // RdmaTransport sets VSOCKET_RDMA_CORK and bounds how long a tail stays
+  // corked; a bare channel's owner that sets it must make a call (any, or
+  // PrepareToSleep) after its last Send() of a burst.
+  uint32_t cork_max = 0;
   uint32_t inline_wanted = 128;            // requested max_inline_data
   uint32_t send_queue_depth = 256;
   uint32_t recv_queue_depth = 256;
@@ -205,8 +229,8 @@ class RdmaChannel {
   // Consumes `n` unread bytes without copying them and returns credits as
   // Recv() does.  REQUIRES: n <= BufferedBytes().
   void Consume(uint64_t n);
-  // Handles every completion and CM event available now.  Returns the
-  // number handled.
+  // Posts corked bytes (see "Corking"), then handles every completion and
+  // CM event available now.  Returns the number handled.
   int PollNow();
   // Consumes completion-channel events, arms the CQ and re-checks it, so
   // that completion_fd() becomes readable for the next completion.  Loops
@@ -228,6 +252,8 @@ class RdmaChannel {
   uint64_t SendSpace() const;
   // Bytes buffered for reading now (no event processing).
   uint64_t BufferedBytes() const { return rx_head_ - rx_tail_; }
+  // Bytes that ever arrived (changes whenever new bytes land; EPOLLET).
+  uint64_t ArrivedBytes() const { return rx_head_; }
   bool peer_finished() const { return peer_fin_; }  // FIN or CLOSE seen
   bool peer_closed() const { return peer_closed_; }  // CLOSE: sends EPIPE
   bool write_shut() const { return fin_sent_; }
@@ -235,6 +261,11 @@ class RdmaChannel {
 
   // Pending error (ECONNRESET after a reset), or 0.
   int error() const { return error_; }
+  // Bytes accepted by Send() but not yet posted (corked).
+  uint64_t corked_bytes() const { return tx_head_ - tx_posted_; }
+  // Send() calls that corked, and WRITEs that posted corked bytes (stats).
+  uint64_t corked_sends() const { return corked_sends_; }
+  uint64_t cork_flushes() const { return cork_flushes_; }
   // Registered bytes this connection holds: receive ring + mirror + user
   // regions registered through it.
   size_t registered_bytes() const;
@@ -276,6 +307,18 @@ class RdmaChannel {
                       uint64_t index, uint64_t len, bool force_signal,
                       int64_t deadline_ns);
   int PostImmOnly(uint32_t imm, bool force_signal, int64_t deadline_ns);
+  // Corking: true when a Send() that leaves `corked_bytes()` waiting may
+  // post nothing now (a signalled WR in flight will bring a Progress()).
+  bool MayCork() const {
+    return opt_.cork_max > 0 && corked_bytes() < opt_.cork_max &&
+           (last_call_was_send_ || sig_posted_ > sig_done_);
+  }
+  // Posts the corked bytes as one signalled WRITE.  `deadline_ns`
+  // kNoSlotWait: only if the send queue has room now.  0, or -1 with errno
+  // EAGAIN (no room before the deadline: the bytes stay corked, and a
+  // completion in flight posts them) or ECONNRESET.
+  static constexpr int64_t kNoSlotWait = -2;
+  int FlushCorked(int64_t deadline_ns);
   // A send after the peer's CLOSE: `len` (dropped) the first time, then -1
   // with EPIPE, as kernel TCP.
   ssize_t SendToClosedPeer(uint64_t len);
@@ -322,6 +365,11 @@ class RdmaChannel {
   fifo::RingControl tx_ctl_;     // private: head published, tail = credits
   uint64_t tx_cap_ = 0;
   uint64_t tx_head_ = 0;         // RingProducer's own index
+  uint64_t tx_posted_ = 0;       // stream index posted up to (<= tx_head_)
+  bool flushing_ = false;        // FlushCorked() running (no re-entry)
+  bool last_call_was_send_ = false;  // no other call since the last Send()
+  uint64_t corked_sends_ = 0;
+  uint64_t cork_flushes_ = 0;
   uint64_t tx_tail_ = 0;         // credited by the peer (validated)
   uint64_t peer_ring_addr_ = 0;
   uint32_t peer_rkey_ = 0;

@@ -32,6 +32,11 @@ RdmaConfig Load() {
     if (ParseConfigSize(v, &ms) && ms <= 3600000) config.negative_ttl_ms = static_cast<uint32_t>(ms);
     else WarnConfigValue("VSOCKET_RDMA_NEGATIVE_TTL_MS", v, "expected 0..3600000");
   }
+  if (const char* v = std::getenv("VSOCKET_RDMA_CORK")) {
+    uint64_t bytes = 0;
+    if (ParseConfigSize(v, &bytes) && bytes <= (1u << 20)) config.cork_bytes = static_cast<uint32_t>(bytes);
+    else WarnConfigValue("VSOCKET_RDMA_CORK", v, "expected 0..1M bytes");
+  }
   return config;
 }
 

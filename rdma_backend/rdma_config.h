@@ -16,6 +16,9 @@ struct RdmaConfig {
   uint64_t max_registered_mb = 256;       // VSOCKET_RDMA_MAX_REGISTERED_MB
   // How long a negative probe answer is remembered per destination.
   uint32_t negative_ttl_ms = 30000;       // VSOCKET_RDMA_NEGATIVE_TTL_MS
+  // The most bytes a burst of small sends holds unposted
+  // (rdma_channel.h, "Corking"); 0 posts every send at once.
+  uint32_t cork_bytes = 16 * 1024;        // VSOCKET_RDMA_CORK
 };
 
 const RdmaConfig& GetRdmaConfig();

@@ -121,6 +121,7 @@ ChannelOptions ConnectionOptions() {
   ChannelOptions opt;
   opt.ring_capacity = GetRdmaConfig().ring_bytes;
   opt.spin_ns = GetConfig().spin_us * 1000;
+  opt.cork_max = GetRdmaConfig().cork_bytes;
   return opt;
 }
 

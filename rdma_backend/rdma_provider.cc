@@ -134,6 +134,7 @@ class RdmaTransportProvider final : public TransportProvider {
   }
 
   void BeforeKernelWait() override { RdmaTransport::ArmDeferred(); }
+  void FlushHeldBack() override { RdmaTransport::FlushCorked(); }
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "rdma_backend/readiness_socket.h"
 #include "vsocket/signal_restart.h"
 #include "vsocket/iovec_util.h"
+#include "vsocket/kernel_wait.h"
 #include "vsocket/log.h"
 #include "base/real_libc.h"
 #include "rdma_backend/rdma_provider.h"
@@ -63,17 +64,37 @@ void InstallForkHandler() {
 
 void RdmaTransport::Core::LeaveCall(uint32_t spin_ns) {
   ++calls;
-  if (!watching || channel->cq_armed() || check_pending) return;
-  if (spin_ns == 0 || ScheduleCheck(shared_from_this(), kDeferredArmCheckNs) != 0) {
-    Sync();
+  if (!watching) return;
+  // Corked bytes (rdma_channel.h, "Corking") go out with the next call or
+  // wait, or at the latest from the check, two periods after the calls
+  // stop.
+  if (channel->corked_bytes() > 0) {
+    if (spin_ns != 0 && ScheduleDeferral()) {
+      NoteHeldBackBytes();  // the process's next wait posts them
+      return;
+    }
+    if (!held) {
+      Sync();  // arms, and posts them (RdmaChannel::PrepareToSleep)
+      return;
+    }
+    channel->PollNow();  // posts them without arming
+    UpdateReadiness();
     return;
   }
+  if (held || channel->cq_armed() || check_pending) return;
+  if (spin_ns == 0 || !ScheduleDeferral()) Sync();
+}
+
+bool RdmaTransport::Core::ScheduleDeferral() {
+  if (check_pending) return true;
+  if (ScheduleCheck(shared_from_this(), kDeferredArmCheckNs) != 0) return false;
   calls_at_check = calls;
   check_pending = true;
   std::lock_guard<std::mutex> lock(g_deferred->mu);
   g_deferred->cores.push_back(std::static_pointer_cast<void>(shared_from_this()));
   g_deferred_count.store(static_cast<int>(g_deferred->cores.size()),
                          std::memory_order_relaxed);
+  return true;
 }
 
 void RdmaTransport::Core::EndDeferral() {
@@ -93,7 +114,8 @@ bool RdmaTransport::Core::Inherited() const {
 }
 
 
-void RdmaTransport::ArmDeferred() {
+template <typename Fn>
+void RdmaTransport::ForEachDeferred(Fn fn) {
   if (g_deferred_count.load(std::memory_order_relaxed) == 0) return;
   std::vector<std::shared_ptr<Core>> cores;
   {
@@ -102,23 +124,50 @@ void RdmaTransport::ArmDeferred() {
       if (auto p = w.lock()) cores.push_back(std::static_pointer_cast<Core>(p));
     }
   }
-  // Armed here; the pending check then finds them armed and ends the
-  // deferral (it stays listed until then: a later busy call keeps its CQ
-  // unarmed again without a new schedule).
   // try_lock: the caller may already hold one of these locks (a wait that
   // re-entered the interposer under Core::mu would otherwise deadlock on
   // itself).  A connection whose lock is busy is inside a call; its
-  // pending check arms it at the latest.
+  // pending check does the job at the latest.
   for (auto& core : cores) {
     if (core->Inherited()) continue;
     std::unique_lock<std::mutex> lock(core->mu, std::try_to_lock);
-    if (!lock.owns_lock()) continue;
-    if (core->watching && core->channel && !core->channel->cq_armed()) core->Sync();
+    if (lock.owns_lock() && core->watching && core->channel) fn(*core);
   }
+}
+
+void RdmaTransport::ArmDeferred() {
+  // Armed here; the pending check then finds them armed and ends the
+  // deferral (it stays listed until then: a later busy call keeps its CQ
+  // unarmed again without a new schedule).
+  ForEachDeferred([](Core& core) {
+    if (core.held) core.DropHold();
+    else if (!core.channel->cq_armed()) core.Sync();
+  });
+}
+
+void RdmaTransport::FlushCorked() {
+  ForEachDeferred([](Core& core) {
+    if (core.channel->corked_bytes() == 0) return;
+    core.channel->PollNow();  // posts them; arms nothing
+    core.UpdateReadiness();
+  });
 }
 
 int RdmaTransport::SleepUntil(short events, int64_t deadline_ns) {
   Core& c = *core_;
+  // A sleeper needs the descriptor's readiness: no hold while it sleeps.
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    ++c.kernel_sleepers;
+    c.DropHold();
+  }
+  struct SleeperScope {
+    Core& c;
+    ~SleeperScope() {
+      std::lock_guard<std::mutex> lock(c.mu);
+      --c.kernel_sleepers;
+    }
+  } sleeper{c};
   // The channel's own fds too: the caller then handles a completion itself
   // instead of waiting for the progress thread to relay it (one wake-up
   // instead of two in a row).  They are armed: the caller ran Sync().
@@ -414,8 +463,71 @@ bool RdmaTransport::DropStaleWakeup() {
   if (!core_ || core_->Inherited()) return false;
   std::lock_guard<std::mutex> lock(core_->mu);
   core_->channel->PollNow();
-  core_->UpdateReadiness();  // clears a readable state nothing backs
+  // Clears a readable state nothing backs, a hold's included (the caller
+  // is about to report the descriptor to the application).
+  bool held = core_->held;
+  core_->held = false;
+  core_->UpdateReadiness();
+  core_->held = held;
   return !core_->ready.readable();
+}
+
+Transport::UserSpaceReadiness RdmaTransport::PollUserSpace(uint32_t wanted) {
+  UserSpaceReadiness r;
+  if (!Usable()) return r;
+  Core& c = *core_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.watching || !c.channel) return r;
+  ++c.calls;  // a poller is looking: the progress thread's check waits
+  RdmaChannel& ch = *c.channel;
+  ch.PollNow();  // the CQ, in user space (posts corked sends first)
+  c.UpdateReadiness();  // held: raises at most once per burst
+  if (ch.error() != 0 || ch.closed() || c.shut_rd || ch.peer_finished() ||
+      ch.write_shut() || ch.peer_closed()) {
+    // An end or an error: the descriptor shows it exactly; the kernel says.
+    c.DropHold();
+    c.UpdateReadiness();
+    return r;
+  }
+  if ((wanted & POLLIN) && ch.BufferedBytes() > 0) r.events |= POLLIN;
+  r.arrivals = ch.ArrivedBytes();
+  if (wanted & POLLOUT) {
+    // As UpdateReadiness shows it (the same hysteresis).
+    uint64_t space = ch.SendSpace();
+    if (c.shown_writable ? space > 0 : space >= ch.send_capacity() / 4)
+      r.events |= POLLOUT;
+  }
+  r.exact = true;
+  return r;
+}
+
+bool RdmaTransport::HoldForUserSpacePoll() {
+  if (!Usable()) return false;
+  Core& c = *core_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.held) return true;
+  if (!c.watching || !c.channel || c.kernel_sleepers > 0) return false;
+  // The progress thread's check ends a hold nobody looks after.
+  if (!c.ScheduleDeferral()) return false;
+  c.held = true;
+  return true;
+}
+
+void RdmaTransport::DropUserSpaceHold() {
+  if (!Usable()) return;
+  std::lock_guard<std::mutex> lock(core_->mu);
+  core_->DropHold();
+}
+
+void RdmaTransport::NoteKernelSleeper(bool asleep) {
+  if (!Usable()) return;
+  std::lock_guard<std::mutex> lock(core_->mu);
+  if (asleep) {
+    ++core_->kernel_sleepers;
+    core_->DropHold();
+  } else {
+    --core_->kernel_sleepers;
+  }
 }
 
 int RdmaTransport::TakeError() {

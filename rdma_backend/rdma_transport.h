@@ -10,6 +10,11 @@
 // changes the channel's state (a caller, or the process's RDMA progress
 // thread when the completion or CM fd fires) updates both, under the lock.
 //
+// User-space readiness.  An interposed poll/epoll/select (or vsocket_poll)
+// looks at the CQ itself through PollUserSpace() and holds the connection
+// while it spins: no CQ arming, so no progress-thread wake-up and no token
+// datagram per message (rdma_transport_core.h, "User-space polling").
+//
 // Waiting.  Calls never sleep inside the channel.  A blocking call spins up
 // to IoOptions::spin_ns polling the CQ, then arms the CQ and sleeps in
 // poll() on its own user descriptor and the channel's completion and CM fds
@@ -62,6 +67,10 @@ class RdmaTransport final : public Transport, public StreamSteps {
   int ReadableBytes() override;
   int TakeError() override;
   bool DropStaleWakeup() override;
+  UserSpaceReadiness PollUserSpace(uint32_t wanted) override;
+  bool HoldForUserSpacePoll() override;
+  void DropUserSpaceHold() override;
+  void NoteKernelSleeper(bool asleep) override;
   int user_fd() const override;
   void MoveUserFd(int fd) override;
   int tcp_fd() const override { return tcp_fd_; }
@@ -77,6 +86,11 @@ class RdmaTransport final : public Transport, public StreamSteps {
   // Any thread; one relaxed atomic load when none is deferred.
   // vsocket/kernel_wait.h calls it before poll/select/epoll_wait.
   static void ArmDeferred();
+  // Posts the corked sends (rdma_channel.h, "Corking") of every connection
+  // of this process that left a call with some (vsocket/kernel_wait.h,
+  // BeforeWait).  Any thread; a connection whose lock is busy is inside a
+  // call, which posts them itself or leaves them for its check.
+  static void FlushCorked();
 
   // The explicit API's zero-copy calls (rdma_transport_zerocopy.cc).
   // SendRegistered: the NIC reads the application's buffer (registered
@@ -102,6 +116,12 @@ class RdmaTransport final : public Transport, public StreamSteps {
   // kill skip it (the peer then sees a reset, as after a crash).
   static void RegisterLive(const std::shared_ptr<Core>& core);
   static void CloseAllAtExit();
+
+  // Calls fn(Core&), under that core's lock, for every connection of this
+  // process in the deferred list (rdma_transport.cc); one whose lock is
+  // busy, or that is a forked copy or closed, is skipped.
+  template <typename Fn>
+  static void ForEachDeferred(Fn fn);
 
   RdmaTransport(std::shared_ptr<Core> core, int tcp_fd)
       : core_(std::move(core)), tcp_fd_(tcp_fd) {}

@@ -59,6 +59,19 @@ struct RdmaTransport::Core : public ProgressWatcher,
   uint64_t calls = 0;                    // guarded by mu
   uint64_t calls_at_check = 0;           // guarded by mu
   bool check_pending = false;            // guarded by mu; in the deferred list
+  // User-space polling (Transport::HoldForUserSpacePoll).  While `held`, a
+  // poller looks at the CQ itself (PollUserSpace), so nothing arms the CQ
+  // (no progress-thread wake-up per message), and the user descriptor,
+  // once raised, is not lowered until the hold ends (no token datagram and
+  // drain per message; the interposed epoll takes its EPOLLIN from the
+  // poller's look, preload/epoll_user_set.h).  The hold ends when
+  // the poller drops it (before any kernel wait vsocket sees), when a
+  // thread is about to sleep in the kernel on the descriptor
+  // (`kernel_sleepers`), or when the progress thread's check finds no
+  // look or call for a whole kDeferredArmCheckNs (a poller that stopped
+  // polling without sleeping where vsocket sees it).
+  bool held = false;                     // guarded by mu
+  int kernel_sleepers = 0;               // guarded by mu
   // The explicit API's in-place view of the receive ring
   // (rdma_transport_zerocopy.cc).
   InPlaceView inplace;                   // guarded by mu
@@ -72,7 +85,10 @@ struct RdmaTransport::Core : public ProgressWatcher,
     bool broken = ch.error() != 0 || ch.closed();
     bool readable = broken || shut_rd || ch.peer_finished() ||
                     ch.BufferedBytes() > 0;
-    ready.SetReadable(readable);
+    // Held: a raised descriptor stays raised (lowering is a system call per
+    // message; DropHold() lowers it before anyone sleeps on it), so the
+    // kernel sees one edge per burst and a poller reads the CQ itself.
+    ready.SetReadable(readable || (held && ready.readable()));
     bool writable;
     if (broken || ch.write_shut() || ch.peer_closed()) {
       writable = true;  // a send fails at once: never block on it
@@ -96,7 +112,7 @@ struct RdmaTransport::Core : public ProgressWatcher,
   // sleep in poll/epoll next).
   void AfterAttempt(ssize_t n, int err, bool nonblocking) {
     if (err == ECONNRESET) error_reported = true;
-    if (n < 0 && err == EAGAIN && nonblocking) Sync();
+    if (n < 0 && err == EAGAIN && nonblocking && !held) Sync();
     else UpdateReadiness();
   }
 
@@ -117,7 +133,7 @@ struct RdmaTransport::Core : public ProgressWatcher,
     std::lock_guard<std::mutex> lock(mu);
     if (!watching || !channel) return;
     if (fd == cm_fd) channel->PollCm();
-    if (spinners.load(std::memory_order_acquire) > 0) {
+    if (held || spinners.load(std::memory_order_acquire) > 0) {
       channel->ConsumeEvents();
       UpdateReadiness();
       return;
@@ -127,14 +143,32 @@ struct RdmaTransport::Core : public ProgressWatcher,
 
   bool OnCheck() override {
     std::lock_guard<std::mutex> lock(mu);
-    if (watching && channel && !channel->cq_armed() &&
-        (calls != calls_at_check || spinners.load(std::memory_order_acquire) > 0)) {
+    bool busy = calls != calls_at_check ||
+                spinners.load(std::memory_order_acquire) > 0;
+    if (watching && channel && busy &&
+        (held || !channel->cq_armed() || channel->corked_bytes() > 0)) {
       calls_at_check = calls;  // still busy: look again one period later
       return true;
     }
-    if (watching && channel && !channel->cq_armed()) Sync();
+    if (held) {
+      DropHold();  // the poller stopped looking: arms, shows what waits
+    } else if (watching && channel && !channel->cq_armed()) {
+      Sync();
+    }
+    if (watching && channel && channel->corked_bytes() > 0) {
+      channel->PollNow();  // a burst's tail, its sender gone quiet
+      UpdateReadiness();
+    }
     EndDeferral();
     return false;
+  }
+
+  // REQUIRES: mu held.  Ends a hold: arms the CQ and shows on the user
+  // descriptor what arrived meanwhile.
+  void DropHold() {
+    if (!held) return;
+    held = false;
+    if (watching && channel) Sync();
   }
 
   // REQUIRES: mu held.  The end of every application call: makes sure the
@@ -145,6 +179,10 @@ struct RdmaTransport::Core : public ProgressWatcher,
 
   // REQUIRES: mu held.  Leaves the deferred list (the check ran).
   void EndDeferral();  // rdma_transport.cc
+  // REQUIRES: mu held.  Makes sure the progress thread checks this
+  // connection one kDeferredArmCheckNs from now (lists it for
+  // ArmDeferred).  false when no check could be scheduled.
+  bool ScheduleDeferral();  // rdma_transport.cc
 
   // Busy-polls until `ready()` (called under mu, after PollNow) or the
   // budget ends.  Found: returns true with the CQ as it was (LeaveCall arms

@@ -466,6 +466,7 @@ int vsocket_ioctl(int fd, unsigned long request, void* arg) {
 }
 
 int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+  vsocket::BeforeWait();  // corked sends of this process go out first
   // Finish the non-blocking connects the kernel completed, so that their
   // descriptors are the final ones (the only I/O here; connected sockets
   // cost a lookup).

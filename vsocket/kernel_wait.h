@@ -19,6 +19,18 @@ namespace vsocket {
 
 void BeforeKernelWait();
 
+// Before any wait -- a look or a sleep -- for descriptors vsocket gave the
+// application (the interposed poll/select/epoll_wait, vsocket_poll, a
+// blocking send or receive): bytes a transport accepted but holds back
+// (RDMA's corked sends, rdma_backend/rdma_channel.h) go out first, so no
+// wait waits for bytes its own process has not sent.  BeforeKernelWait()
+// does it too.  Any thread; one relaxed atomic load when nothing is held
+// back.
+void BeforeWait();
+// A transport now holds back accepted bytes: the next BeforeWait() calls
+// every provider's TransportProvider::FlushHeldBack().  Any thread.
+void NoteHeldBackBytes();
+
 }  // namespace vsocket
 
 #endif  // VSOCKET_VSOCKET_KERNEL_WAIT_H_

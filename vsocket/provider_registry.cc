@@ -57,6 +57,10 @@ void ProvidersBeforeKernelWait() {
   for (TransportProvider* p : Providers()) p->BeforeKernelWait();
 }
 
+void ProvidersFlushHeldBack() {
+  for (TransportProvider* p : Providers()) p->FlushHeldBack();
+}
+
 const char* TransportKindName(TransportKind kind) {
   if (kind == TransportKind::kTcp) return "tcp";
   int index = KindIndex(kind);

@@ -35,6 +35,8 @@ TransportProvider* ProviderNamed(const char* name);
 
 // Calls every provider's BeforeKernelWait().
 void ProvidersBeforeKernelWait();
+// Calls every provider's FlushHeldBack().
+void ProvidersFlushHeldBack();
 
 }  // namespace vsocket
 

@@ -29,6 +29,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "vsocket/kernel_wait.h"
+
 #include "vsocket/iovec_util.h"
 #include "vsocket/transport.h"
 #include "vsocket/wait.h"
@@ -196,6 +198,7 @@ ssize_t StreamSendMsg(Steps& concrete, const struct msghdr* msg, int flags,
         break;
       }
       if (r == -EAGAIN && !call.nonblocking) {
+        BeforeWait();
         int w = steps.WaitWritable(call);
         if (w == 0) continue;
         r = w;
@@ -256,6 +259,7 @@ ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
       // An error, timeout, signal or move (kStreamMoved) after some bytes:
       // they are this call's answer (a successor serves the next call).
       if (r == -EAGAIN && !call.nonblocking) {
+        BeforeWait();
         int w = steps.WaitReadable(call);
         if (w == 0) continue;
         r = w;

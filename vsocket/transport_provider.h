@@ -115,6 +115,10 @@ class TransportProvider {
   // the provider left disarmed while busy.  Any thread; never blocks; must
   // cost next to nothing when there is nothing to arm.
   virtual void BeforeKernelWait() {}
+  // Sends bytes this provider's connections accepted but hold back (see
+  // vsocket/kernel_wait.h, BeforeWait).  Called only after the provider
+  // called NoteHeldBackBytes().  Any thread; never blocks.
+  virtual void FlushHeldBack() {}
 
   // ---- Hand-over across exec (kCapExecHandover), in the new image ----
   // The private descriptors that `fields` (from Transport::DescribeForExec)

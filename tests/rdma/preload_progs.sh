@@ -9,6 +9,15 @@
 #                unusable, docs/COMPATIBILITY.md)          12 connections
 #   closed_peer  one send succeeds after the peer's close, its last bytes
 #                and end of stream are read, then EPIPE     4 connections
+#   epoll_modes  lt / et / oneshot / exclusive on a set mixing the
+#                connection with a pipe, an eventfd and a socketpair;
+#   poll_mix     poll over the connection beside a pipe (not select: its
+#                check that the peer's byte is readable the moment write()
+#                returned holds on loopback TCP only, not across a network);
+#   epoll_wait_spin  timeouts, EINTR and sigmask while epoll_wait busy-polls:
+#                the interposed waits read the connection's completion
+#                queue themselves (rdma_transport.h, "User-space
+#                readiness")                          2 connections each
 #   tests/rdma/preload_progs.sh BUILD_DIR
 set -euo pipefail
 build="$1"
@@ -16,22 +25,27 @@ ip="${VSOCKET_RDMA_SELF_IP:?run in the guest}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 failed=0
-for entry in hangup:12 closed_peer:4; do
+# entry: PROGRAM[+ARGUMENT]:CONNECTIONS
+for entry in hangup:12 closed_peer:4 epoll_modes+lt:2 epoll_modes+et:2 \
+    epoll_modes+oneshot:2 epoll_modes+exclusive:2 poll_mix+poll:2 \
+    epoll_wait_spin:2; do
   name=${entry%%:*} want=${entry##*:}
+  arg=""
+  if [[ $name == *+* ]]; then arg=${name#*+}; name=${name%%+*}; fi
   prog="$build/tests/preload/progs/$name"
   [[ -x $prog ]] || { echo "FAIL: $prog not built"; failed=1; continue; }
   status=0
   PTEST_IP="$ip" PTEST_NO_FORKED_PEER=1 \
-    "$build/preload/vsocket-run" --transport rdma --stats -- "$prog" >"$log" 2>&1 || status=$?
+    "$build/preload/vsocket-run" --transport rdma --stats -- "$prog" ${arg:+"$arg"} >"$log" 2>&1 || status=$?
   sed 's/^/  /' "$log"
   stats="$(grep '^{"pid"' "$log" | tail -1)"
   if ((status != 0)) || ! grep -q '^PASS$' "$log"; then
-    echo "FAIL $name: exited $status"; failed=1; continue
+    echo "FAIL $name $arg: exited $status"; failed=1; continue
   fi
   if [[ $stats != *"\"rdma\":{\"connections\":$want,"* || $stats == *'"tcp"'* ]]; then
-    echo "FAIL $name: expected $want RDMA connections and no TCP: $stats"; failed=1; continue
+    echo "FAIL $name $arg: expected $want RDMA connections and no TCP: $stats"; failed=1; continue
   fi
-  echo "PASS $name"
+  echo "PASS $name $arg"
 done
 ((failed == 0)) || exit 1
 echo "PASS preload_progs"

@@ -215,6 +215,10 @@ int RunAttack(Attack attack, Expect expect) {
           CHECK(a.channel->Send(kHello, sizeof(kHello), WaitOptions{}) ==
                     static_cast<ssize_t>(sizeof(kHello)),
                 "send after legal traffic");
+          // A bare channel made by the transport's probe corks a Send that
+          // follows a Send (rdma_channel.h, "Corking"); with no transport
+          // around it, its owner's next call posts it.
+          a.channel->PollNow();
         }
         ctl.Send(1, 2);
         for (uint64_t i = 0; i < kEchoRounds; ++i) {

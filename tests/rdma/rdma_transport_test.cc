@@ -8,7 +8,8 @@
 //   rdma_transport_test                  every scenario
 //   rdma_transport_test NAME...          some (integrity plain_server
 //                                        tcp_policy kill readiness fork stats
-//                                        waiters pingpong spin_then_sleep)
+//                                        waiters pingpong spin_then_sleep
+//                                        user_space_poll)
 //   VSOCKET_RDMA_TEST_MB=64              bytes for `integrity` (default 64)
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,11 +24,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -766,11 +770,120 @@ int SpinThenSleep() {
       });
 }
 
+// The voluntary context switches of this process's RDMA progress thread
+// (named "vsocket-rdma"): one per wake-up.  -1 when there is none.
+long ProgressThreadWakeups() {
+  char path[512];
+  std::string base = "/proc/" + std::to_string(getpid()) + "/task";
+  std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(base.c_str()), closedir);
+  if (!d) return -1;
+  while (struct dirent* e = readdir(d.get())) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof(path), "%s/%s/comm", base.c_str(), e->d_name);
+    char comm[64] = {};
+    FILE* f = fopen(path, "r");
+    if (!f) continue;
+    bool ours = fgets(comm, sizeof(comm), f) && strncmp(comm, "vsocket-rdma", 12) == 0;
+    fclose(f);
+    if (!ours) continue;
+    snprintf(path, sizeof(path), "%s/%s/status", base.c_str(), e->d_name);
+    f = fopen(path, "r");
+    if (!f) return -1;
+    char line[256];
+    long n = -1;
+    while (fgets(line, sizeof(line), f))
+      if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1) break;
+    fclose(f);
+    return n;
+  }
+  return -1;
+}
+
+// --- user_space_poll: vsocket_poll reads the completion queue itself and
+// holds the connection while it spins, so an answer that lands during the
+// spin costs no progress-thread wake-up (the CQ stays unarmed) and raises
+// the descriptor at most once; a hold nobody looks after ends by itself,
+// so a later sleep in the kernel's own poll() is still woken. -------------
+int UserSpacePoll() {
+  constexpr int kRounds = 400;
+  return RunPair(
+      [&](Ctl& ctl) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_SPIN_US", "20000", 1);
+        int port;
+        int lfd = Listen(&port);
+        ctl.Send(0, port);
+        int fd = vsocket_accept(lfd, nullptr, nullptr);
+        CHECK(fd >= 0 && Name(fd) == "rdma", "accept");
+        char buf[64];
+        for (int i = 0; i < kRounds; ++i) {
+          CHECK(vsocket_recv(fd, buf, 64, MSG_WAITALL) == 64, "server recv %d", i);
+          SendAll(fd, buf, 64);
+        }
+        usleep(50000);  // the client's hold has expired; it sleeps in poll()
+        SendAll(fd, "w", 1);
+        CHECK(vsocket_recv(fd, buf, 1, 0) == 0, "end of stream");
+        vsocket_close(fd);
+        vsocket_close(lfd);
+      },
+      [&](Ctl& ctl, pid_t) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_SPIN_US", "20000", 1);
+        int fd = Connect(ctl.Recv(1));
+        CHECK(Name(fd) == "rdma", "transport %s", Name(fd).c_str());
+        CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0, "nonblock");
+        char msg[64], back[64];
+        long wakeups_before = ProgressThreadWakeups();
+        for (int i = 0; i < 200 && wakeups_before < 0; ++i) {
+          usleep(10000);  // the thread names itself when it starts
+          wakeups_before = ProgressThreadWakeups();
+        }
+        CHECK(wakeups_before >= 0, "no vsocket-rdma thread found");
+        int64_t t0 = NowUs();
+        for (int i = 0; i < kRounds; ++i) {
+          memset(msg, 'a' + i % 26, sizeof(msg));
+          SendAll(fd, msg, 64);
+          struct pollfd pfd = {fd, POLLIN, 0};
+          CHECK(vsocket_poll(&pfd, 1, 5000) == 1 && (pfd.revents & POLLIN),
+                "round %d: vsocket_poll", i);
+          CHECK(vsocket_recv(fd, back, 64, MSG_WAITALL) == 64 &&
+                    !memcmp(msg, back, 64), "echo %d", i);
+        }
+        int64_t took_us = NowUs() - t0;
+        long wakeups = ProgressThreadWakeups() - wakeups_before;
+        // Its 2 ms check of the held connection is all that should wake it.
+        long allowed = 10 + took_us / 1000;
+        printf("  user_space_poll: %d round trips through vsocket_poll in "
+               "%lld us; the progress thread woke %ld times (at most %ld "
+               "allowed: its checks)\n",
+               kRounds, (long long)took_us, wakeups, allowed);
+        CHECK(wakeups <= allowed,
+              "the progress thread was woken per message (%ld for %d)",
+              wakeups, kRounds);
+        // Nobody looks any more: the hold must end, so the kernel's poll()
+        // sees the next message.
+        usleep(10000);
+        struct pollfd pfd = {fd, POLLIN, 0};
+        CHECK(poll(&pfd, 1, 0) == 0,
+              "descriptor readable with nothing to read after the hold ended");
+        t0 = NowUs();
+        CHECK(poll(&pfd, 1, 5000) == 1 && (pfd.revents & POLLIN),
+              "kernel poll() after the poller left was not woken");
+        printf("  user_space_poll: the kernel's poll() woke after %lld us "
+               "(the message was sent ~40000 us in)\n",
+               (long long)(NowUs() - t0));
+        char w;
+        CHECK(vsocket_recv(fd, &w, 1, 0) == 1 && w == 'w', "wake byte");
+        vsocket_close(fd);
+      });
+}
+
 constexpr Scenario kScenarios[] = {
     {"readiness", Readiness}, {"plain_server", PlainServer},
     {"tcp_policy", TcpPolicy}, {"kill", Kill}, {"fork", Fork},
     {"stats", Stats}, {"waiters", Waiters}, {"pingpong", PingPong},
-    {"spin_then_sleep", SpinThenSleep}, {"integrity", Integrity}};
+    {"spin_then_sleep", SpinThenSleep}, {"user_space_poll", UserSpacePoll},
+    {"integrity", Integrity}};
 
 }  // namespace
 
