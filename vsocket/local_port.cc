@@ -12,6 +12,7 @@
 #include <string>
 
 #include "base/real_libc.h"
+#include "base/small_file.h"
 
 namespace vsocket {
 namespace {
@@ -53,13 +54,11 @@ void SkipBlanks(std::string_view* text) {
 }
 
 // The whole of a small /proc file, or "" if unreadable.
-std::string ReadSmallFile(const char* path) {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  char buf[4096];
-  ssize_t n = sys::read(fd, buf, sizeof(buf));
-  sys::close(fd);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+std::string ProcFile(const char* path) {
+  std::string text;
+  int err = 0;
+  if (!sys::ReadSmallFile(path, 64 * 1024, &text, &err)) return "";
+  return text;
 }
 
 // The network namespace's range and reserved ports.  Re-read at most once a
@@ -85,12 +84,12 @@ int64_t NowSeconds() {
 EphemeralPorts ReadPorts() {
   EphemeralPorts ports;
   PortSpan range;
-  if (ParseLocalPortRange(ReadSmallFile("/proc/sys/net/ipv4/ip_local_port_range"),
+  if (ParseLocalPortRange(ProcFile("/proc/sys/net/ipv4/ip_local_port_range"),
                           &range)) {
     ports.range = range;
   }
   std::vector<PortSpan> reserved;
-  if (ParseReservedPorts(ReadSmallFile("/proc/sys/net/ipv4/ip_local_reserved_ports"),
+  if (ParseReservedPorts(ProcFile("/proc/sys/net/ipv4/ip_local_reserved_ports"),
                          &reserved)) {
     ports.reserved = std::move(reserved);
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "base/real_libc.h"
+#include "base/small_file.h"
 
 namespace vsocket {
 namespace {
@@ -164,33 +165,13 @@ bool RoleMatches(RuleRole want, RuleRole have) {
 }
 
 // Reads the whole file; false with *why.
-bool ReadSmallFile(const std::string& path, std::string* text, std::string* why, bool* missing) {
+bool ReadRulesFile(const std::string& path, std::string* text, std::string* why, bool* missing) {
+  int err = 0;
   *missing = false;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *missing = errno == ENOENT;
-    *why = std::strerror(errno);
-    return false;
-  }
-  char buf[4096];
-  for (;;) {
-    ssize_t n = sys::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *why = std::strerror(errno);
-      sys::close(fd);
-      return false;
-    }
-    if (n == 0) break;
-    text->append(buf, static_cast<size_t>(n));
-    if (text->size() > kMaxFileBytes) {
-      *why = "larger than 1 MiB";
-      sys::close(fd);
-      return false;
-    }
-  }
-  sys::close(fd);
-  return true;
+  if (sys::ReadSmallFile(path.c_str(), kMaxFileBytes, text, &err)) return true;
+  *missing = err == ENOENT;
+  *why = err == EFBIG ? "larger than 1 MiB" : std::strerror(err);
+  return false;
 }
 
 }  // namespace
@@ -253,7 +234,7 @@ const Rules& GetRules() {
     if (config.rules_file.empty()) return r;
     std::string text, why;
     bool missing = false;
-    if (!ReadSmallFile(config.rules_file, &text, &why, &missing)) {
+    if (!ReadRulesFile(config.rules_file, &text, &why, &missing)) {
       if (!missing || config.rules_file_named) {
         std::fprintf(stderr, "vsocket: %s: cannot read the rules file (%s); no rules apply\n",
                      config.rules_file.c_str(), why.c_str());
