@@ -15,8 +15,9 @@ std::atomic<int> g_connections{0};
 }  // namespace
 
 int PrivateFdsPerConnection() {
-  // A sealed segment keeps its SideState in a memfd of its own (side_state.h).
-  return GetSharingPolicy().enabled() ? 5 : 4;
+  // The segment, the doorbell's sink and the liveness TCP socket; a sealed
+  // segment keeps its SideState in a memfd of its own (side_state.h).
+  return GetSharingPolicy().enabled() ? 4 : 3;
 }
 
 DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {

@@ -5,9 +5,9 @@
 // a share of that table (reason fd_limit).
 //
 // Each connection holds PrivateFdsPerConnection() descriptors beside the
-// application's (the segment file, the doorbell's sink and a duplicate of
-// its wait socket, the liveness TCP socket; and, while sharing with other
-// users, the SideState memfd of a sealed segment).  They
+// application's (the segment file, the doorbell's sink, the liveness TCP
+// socket; and, while sharing with other users, the SideState memfd of a
+// sealed segment).  They
 // may take at most VSOCKET_FD_SHARE percent of the soft limit; a connection
 // beyond that takes kernel TCP with reason fd_limit, so the application
 // keeps the rest of its table and gets EMFILE where the kernel would give

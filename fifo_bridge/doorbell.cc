@@ -106,16 +106,17 @@ int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
   // POLLOUT on the wait socket.
   int one = 1;
   sys::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
-  int hangup_fd = sys::DupPrivate(wait_fd);
-  if (hangup_fd < 0) {
+  struct stat st;
+  if (::fstat(wait_fd, &st) != 0) {
     int err = errno;
     sys::close(wait_fd);
     sys::close(sink_fd);
     return -err;
   }
-  wait_fd_ = wait_fd;
+  wait_dev_ = st.st_dev;
+  wait_ino_ = st.st_ino;
+  wait_fd_.store(wait_fd, std::memory_order_relaxed);
   sink_fd_ = sys::MovePrivate(sink_fd);
-  hangup_fd_ = hangup_fd;
   return 0;
 }
 
@@ -139,11 +140,12 @@ int Doorbell::AdoptInherited(int wait_fd, int sink_fd, char my_role) {
   my_wait_len_ = MakeAddress(key, my_role, 'A', &my_wait_addr_);
   peer_wait_len_ = MakeAddress(key, peer_role, 'A', &peer_wait_addr_);
   peer_sink_len_ = MakeAddress(key, peer_role, 'K', &peer_sink_addr_);
-  wait_fd_ = wait_fd;
+  struct stat st;
+  if (::fstat(wait_fd, &st) != 0) return -EINVAL;
+  wait_dev_ = st.st_dev;
+  wait_ino_ = st.st_ino;
+  wait_fd_.store(wait_fd, std::memory_order_relaxed);
   sink_fd_ = sink_fd;
-  // The old image's duplicate was close-on-exec.  Without one, hang-ups are
-  // not shown (POLLRDHUP); the data path does not need it.
-  hangup_fd_ = sys::DupPrivate(wait_fd);
   return 0;
 }
 
@@ -155,7 +157,7 @@ int Doorbell::RingSelf() const {
   return SendWake(sink_fd_, my_wait_addr_, my_wait_len_);
 }
 
-void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd_); }
+void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd()); }
 
 int Doorbell::DeclineOffer(const std::string& key) {
   struct sockaddr_un to;
@@ -175,11 +177,12 @@ int Doorbell::FillSendBuffer() const {
   // Bounded: a datagram's true size is several hundred bytes against a
   // send buffer of a few KiB, so this ends within a handful of iterations.
   for (int i = 0; i < 64; ++i) {
-    struct pollfd pfd = {wait_fd_, POLLOUT, 0};
+    int wait_fd = wait_fd_.load(std::memory_order_relaxed);
+    struct pollfd pfd = {wait_fd, POLLOUT, 0};
     if (sys::poll(&pfd, 1, 0) < 0 && errno != EINTR) return -errno;
     if (!(pfd.revents & POLLOUT)) return 0;
     char byte = 0;
-    ssize_t n = sys::sendto(wait_fd_, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+    ssize_t n = sys::sendto(wait_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
                          reinterpret_cast<const struct sockaddr*>(&peer_sink_addr_),
                          peer_sink_len_);
     if (n < 0 && errno != EINTR) {
@@ -193,14 +196,26 @@ int Doorbell::FillSendBuffer() const {
 void Doorbell::DrainSink() const { DrainDatagrams(sink_fd_); }
 
 void Doorbell::ShutdownWaitSocket(int how) const {
-  if (hangup_fd_ >= 0) sys::shutdown(hangup_fd_, how);
+  int fd = wait_fd();
+  if (fd < 0) return;
+  // A duplicate for this moment: the application may close its number (or
+  // have it reused) at any time, and a duplicate of ours keeps the socket
+  // alive while we use it.  In the private range, so the application's
+  // next socket() still gets the number it expects; where that range is
+  // full, the number itself, after the same check.
+  int dup = sys::DupPrivate(fd);
+  int use = dup >= 0 ? dup : fd;
+  struct stat st;
+  if (::fstat(use, &st) == 0 && st.st_dev == wait_dev_ && st.st_ino == wait_ino_)
+    sys::shutdown(use, how);
+  if (dup >= 0) sys::close(dup);
 }
 
 void Doorbell::Close() {
-  if (wait_fd_ >= 0) sys::close(wait_fd_);
+  int wait_fd = wait_fd_.exchange(-1, std::memory_order_relaxed);
+  if (wait_fd >= 0) sys::close(wait_fd);
   if (sink_fd_ >= 0) sys::close(sink_fd_);
-  if (hangup_fd_ >= 0) sys::close(hangup_fd_);
-  wait_fd_ = sink_fd_ = hangup_fd_ = -1;
+  sink_fd_ = -1;
 }
 
 }  // namespace vsocket::fifo

@@ -13,8 +13,10 @@
 //               (WakePeerWatcher), never the application.
 // End of stream is shown the way the kernel shows it for TCP: A is shut down
 // for reading (readable for ever, POLLRDHUP) and, once neither direction can
-// carry data, for writing too (POLLHUP).  A private duplicate of A does it,
-// so the application may close or renumber its descriptor meanwhile.
+// carry data, for writing too (POLLHUP).  A duplicate of A taken for that
+// moment does it, checked to be A by its inode, so the application may
+// close or renumber its descriptor meanwhile (and no descriptor is held
+// for it between hang-ups).
 // Datagrams carry no meaning: all state lives in the ring's control block.
 // A hostile local process can send spurious wake-ups; that costs a spurious
 // wake, never data.
@@ -25,7 +27,10 @@
 #define VSOCKET_FIFO_BRIDGE_DOORBELL_H_
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+
+#include <atomic>
 
 #include <string>
 
@@ -52,8 +57,8 @@ class Doorbell {
 
   // The wait socket.  The owner may move it to another descriptor number
   // (dup2) and report the new number with set_wait_fd.
-  int wait_fd() const { return wait_fd_; }
-  void set_wait_fd(int fd) { wait_fd_ = fd; }
+  int wait_fd() const { return wait_fd_.load(std::memory_order_relaxed); }
+  void set_wait_fd(int fd) { wait_fd_.store(fd, std::memory_order_relaxed); }
   int sink_fd() const { return sink_fd_; }
 
   // Queues one wake-up in the peer's wait socket.  A full queue means a
@@ -83,18 +88,23 @@ class Doorbell {
   void DrainSink() const;
 
   // shutdown(2) of the wait socket itself, `how` = SHUT_RD (POLLRDHUP) or
-  // SHUT_RDWR (POLLHUP too).  Wake-ups sent to it afterwards are refused,
-  // which the wake-up protocol tolerates.  Any thread, until Close().
+  // SHUT_RDWR (POLLHUP too), through a private duplicate of wait_fd() taken
+  // and closed here, used only if it is still our socket (same inode: the
+  // number was not closed and reused).  Wake-ups sent to it afterwards are
+  // refused, which the wake-up protocol tolerates.  Any thread, until
+  // Close().
   void ShutdownWaitSocket(int how) const;
 
-  // Closes both sockets and the private duplicate (idempotent).
+  // Closes both sockets (idempotent).
   // REQUIRES: no other thread is inside ShutdownWaitSocket().
   void Close();
 
  private:
-  int wait_fd_ = -1;
+  std::atomic<int> wait_fd_{-1};  // moved by the socket layer, any thread
   int sink_fd_ = -1;
-  int hangup_fd_ = -1;  // private dup of the wait socket, for shutdown(2)
+  // The wait socket's identity, for ShutdownWaitSocket's check.
+  dev_t wait_dev_ = 0;
+  ino_t wait_ino_ = 0;
   struct sockaddr_un my_wait_addr_ {};
   socklen_t my_wait_len_ = 0;
   struct sockaddr_un peer_wait_addr_ {};
