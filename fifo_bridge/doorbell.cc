@@ -106,16 +106,11 @@ int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
   // POLLOUT on the wait socket.
   int one = 1;
   sys::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
-  struct stat st;
-  if (::fstat(wait_fd, &st) != 0) {
-    int err = errno;
+  if (int rc = SetWaitSocket(wait_fd); rc != 0) {
     sys::close(wait_fd);
     sys::close(sink_fd);
-    return -err;
+    return rc;
   }
-  wait_dev_ = st.st_dev;
-  wait_ino_ = st.st_ino;
-  wait_fd_.store(wait_fd, std::memory_order_relaxed);
   sink_fd_ = sys::MovePrivate(sink_fd);
   return 0;
 }
@@ -140,12 +135,17 @@ int Doorbell::AdoptInherited(int wait_fd, int sink_fd, char my_role) {
   my_wait_len_ = MakeAddress(key, my_role, 'A', &my_wait_addr_);
   peer_wait_len_ = MakeAddress(key, peer_role, 'A', &peer_wait_addr_);
   peer_sink_len_ = MakeAddress(key, peer_role, 'K', &peer_sink_addr_);
+  if (SetWaitSocket(wait_fd) != 0) return -EINVAL;
+  sink_fd_ = sink_fd;
+  return 0;
+}
+
+int Doorbell::SetWaitSocket(int fd) {
   struct stat st;
-  if (::fstat(wait_fd, &st) != 0) return -EINVAL;
+  if (::fstat(fd, &st) != 0) return -errno;
   wait_dev_ = st.st_dev;
   wait_ino_ = st.st_ino;
-  wait_fd_.store(wait_fd, std::memory_order_relaxed);
-  sink_fd_ = sink_fd;
+  wait_fd_.store(fd, std::memory_order_relaxed);
   return 0;
 }
 

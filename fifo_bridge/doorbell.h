@@ -100,6 +100,10 @@ class Doorbell {
   void Close();
 
  private:
+  // Takes `fd` as the wait socket and records its identity for
+  // ShutdownWaitSocket's check.  0 or -errno (fstat failed).
+  int SetWaitSocket(int fd);
+
   std::atomic<int> wait_fd_{-1};  // moved by the socket layer, any thread
   int sink_fd_ = -1;
   // The wait socket's identity, for ShutdownWaitSocket's check.

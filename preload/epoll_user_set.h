@@ -29,10 +29,7 @@
 //    the user-space look reported EPOLLIN in the same call.  (A kernel
 //    descriptor registered with the same epoll data as such a connection
 //    would lose its EPOLLIN with it: registrations' data are taken to be
-//    distinct, as programs use them to tell their sources apart.)  An EPOLLET entry's exact view also answers for the kernel's
-//    EPOLLIN on its descriptor: with no new bytes since its last report,
-//    the kernel's edge (a descriptor raised late, when a hold ended) is
-//    dropped, as the kernel reports one edge per arrival.
+//    distinct, as programs use them to tell their sources apart.)
 //
 // Threading: one thread uses a set at a time, under mutex() (a wait that
 // finds it taken uses the kernel alone); changes are queued by any thread.  Sets are never destroyed; an

@@ -485,8 +485,7 @@ Transport::UserSpaceReadiness RdmaTransport::PollUserSpace(uint32_t wanted) {
   if (ch.error() != 0 || ch.closed() || c.shut_rd || ch.peer_finished() ||
       ch.write_shut() || ch.peer_closed()) {
     // An end or an error: the descriptor shows it exactly; the kernel says.
-    c.DropHold();
-    c.UpdateReadiness();
+    c.DropHold();  // the state is shown already (UpdateReadiness above)
     return r;
   }
   if ((wanted & POLLIN) && ch.BufferedBytes() > 0) r.events |= POLLIN;
