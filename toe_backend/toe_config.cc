@@ -51,6 +51,14 @@ ToeConfig Load() {
     else if (v[0] == '1' && !v[1]) config.readahead_inheritable = true;
     else WarnConfigValue("VSOCKET_TOE_READAHEAD_INHERITABLE", v, "expected 0 or 1");
   }
+  if (const char* v = std::getenv("VSOCKET_TOE_CORK")) {
+    uint64_t bytes = 0;
+    if (ParseConfigSize(v, &bytes) && bytes <= (1u << 20)) {
+      config.cork_bytes = static_cast<uint32_t>(bytes);
+    } else {
+      WarnConfigValue("VSOCKET_TOE_CORK", v, "expected a size up to 1M (0 = off)");
+    }
+  }
   uint32_t ms = 0;
   if (ParseUpTo("VSOCKET_TOE_SQPOLL", kMaxSqpollIdleMs,
                 "expected 0 (off), 1 (on, 10 ms idle) or the SQ thread's idle "

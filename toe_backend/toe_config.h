@@ -35,6 +35,12 @@ struct ToeConfig {
   // slower than none, and spins of 10 us and more starved the SQ thread
   // for whole scheduler ticks (docs/BENCHMARKS.md, "toe").  Default 0.
   uint32_t sqpoll_spin_us = 0;
+  // VSOCKET_TOE_CORK: sends coalesced across calls (send_cork.h): a small
+  // send (at most a quarter of this) right after a send is held in user
+  // memory, up to this many bytes per connection, until the next other
+  // call, wait, or flusher tick (1-2 ms).  0 = off: every send is a
+  // sendmsg before it returns.  At most 1M.
+  uint32_t cork_bytes = 16 * 1024;
 };
 
 inline constexpr uint32_t kDefaultSqpollIdleMs = 10;

@@ -107,6 +107,16 @@ class ToeEngine {
   // sendmsg(2): bytes taken (all copied into the engine or the kernel
   // before it returns: nothing of the caller's stays referenced), or -errno.
   virtual ssize_t Send(ToeHandle h, const struct msghdr* msg, int flags) = 0;
+  // Sends msgs[i] on handles[i] for i < n, each without blocking or
+  // SIGPIPE (MSG_DONTWAIT | MSG_NOSIGNAL); results[i] is what Send would
+  // return.  For flushing many connections' coalesced sends at once: an
+  // engine that can batches them (io_uring: one io_uring_enter per ring's
+  // worth); this default sends one at a time.
+  virtual void SendBatch(const ToeHandle* handles, const struct msghdr* msgs,
+                         int n, ssize_t* results) {
+    for (int i = 0; i < n; ++i)
+      results[i] = Send(handles[i], &msgs[i], MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
   // Sends from the caller's memory; the engine reads `data` until it
   // reports `cookie` through TakeSendDone.  Bytes taken, or -errno
   // (-EOPNOTSUPP without kToeSendZeroCopy).

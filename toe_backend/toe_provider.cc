@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "toe_backend/cork_list.h"
 #include "toe_backend/toe_config.h"
 #include "toe_backend/toe_transport.h"
 #include "toe_backend/uring_ring.h"
@@ -34,6 +35,16 @@ void AppendStatsSection(std::string* out) {
           std::to_string(c.window_bytes.load(std::memory_order_relaxed)) +
           ",\"zerocopy_sends\":" +
           std::to_string(c.zerocopy_sends.load(std::memory_order_relaxed));
+  const CorkCounters& k = GetCorkCounters();
+  *out += ",\"corked_sends\":" +
+          std::to_string(k.corked_sends.load(std::memory_order_relaxed)) +
+          ",\"cork_flushes\":" + std::to_string(k.flushes.load(std::memory_order_relaxed)) +
+          ",\"cork_batch_enters\":" +
+          std::to_string(c.batch_enters.load(std::memory_order_relaxed)) +
+          ",\"cork_tick_flushes\":" +
+          std::to_string(k.tick_flushes.load(std::memory_order_relaxed)) +
+          ",\"cork_bytes_abandoned\":" +
+          std::to_string(k.bytes_abandoned.load(std::memory_order_relaxed));
   const UringSupport& u = ProbeUring();
   *out += u.sqpoll ? ",\"sqpoll\":true" : ",\"sqpoll\":false";
   if (u.sqpoll) {
@@ -78,7 +89,7 @@ class ToePending final : public PendingConnection {
   int handshake_wait_ms() const override { return 0; }
   std::unique_ptr<Transport> Complete(int fd, FallbackReason* reason) override {
     (void)reason;
-    return std::make_unique<ToeTransport>(Engine(), fd);
+    return std::make_unique<ToeTransport>(Engine(), fd, GetToeConfig().cork_bytes);
   }
 };
 
@@ -90,7 +101,8 @@ class ToeListener final : public ListenerAttachment {
       *decline = Decline{why, true};
       return nullptr;
     }
-    return std::make_unique<ToeTransport>(Engine(), accepted_fd);
+    return std::make_unique<ToeTransport>(Engine(), accepted_fd,
+                                          GetToeConfig().cork_bytes);
   }
 };
 
@@ -113,6 +125,10 @@ class Provider final : public TransportProvider {
     *pending = std::make_unique<ToePending>();
     return Decline{};
   }
+
+  // Corked sends (send_cork.h) of every toe connection go out before the
+  // process waits.
+  void FlushHeldBack() override { FlushAllCorked(); }
 
   std::unique_ptr<ListenerAttachment> AttachListener(int listen_fd,
                                                      bool kernel_listening) override {

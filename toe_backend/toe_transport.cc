@@ -4,7 +4,10 @@
 #include <poll.h>
 
 #include "base/real_libc.h"
+#include "toe_backend/cork_list.h"
+#include "toe_backend/toe_config.h"
 #include "vsocket/iovec_util.h"
+#include "vsocket/kernel_wait.h"
 #include "vsocket/signal_restart.h"
 #include "vsocket/stats.h"
 #include "vsocket/tcp_transport.h"
@@ -21,49 +24,116 @@ ssize_t Result(ssize_t r) {
 
 }  // namespace
 
-ToeTransport::ToeTransport(UringEngine* engine, int fd)
-    : engine_(engine), handle_(engine->Adopt(fd)), fd_(fd) {}
+ToeTransport::ToeTransport(UringEngine* engine, int fd, uint32_t cork_bytes)
+    : engine_(engine), handle_(engine->Adopt(fd)), fd_(fd) {
+  if (cork_bytes > 0) cork_ = std::make_shared<SendCork>(engine, handle_, fd, cork_bytes);
+}
 
 ToeTransport::~ToeTransport() { Release(); }
+
+int ToeTransport::AfterOtherCall() {
+  if (!cork_) return 0;
+  int err = cork_->OtherCall();
+  if (err == 0) return 0;
+  errno = -err;
+  return -1;
+}
 
 ssize_t ToeTransport::SendMsg(const struct msghdr* msg, int flags,
                               const IoOptions& io) {
   ssize_t n;
+  if (cork_) {
+    const size_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
+    const bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
+    const int64_t deadline = DeadlineAfter(io.timeout_ns);
+    for (;;) {
+      SendCork::Outcome o = cork_->Send(msg, total, flags, nonblocking, &n);
+      if (o == SendCork::Outcome::kSendDirect) break;
+      if (o == SendCork::Outcome::kDone) {
+        if (n > 0 && static_cast<size_t>(n) < total && !nonblocking) {
+          // A blocking send goes on, as the kernel's would: the rest of
+          // this one went out after the held bytes only in part.
+          std::vector<struct iovec> rest =
+              IovSuffix(msg->msg_iov, msg->msg_iovlen, static_cast<size_t>(n));
+          struct msghdr tail = *msg;
+          tail.msg_iov = rest.data();
+          tail.msg_iovlen = rest.size();
+          ssize_t more = engine_->Send(handle_, &tail, flags | MSG_NOSIGNAL);
+          if (more > 0) n += more;  // an error is the next call's, as the kernel's
+        }
+        if (n > 0) StatsBytesSent(kToeKind, static_cast<uint64_t>(n));
+        return n;
+      }
+      // Held bytes wait for room in the kernel, as this send would.
+      if (SleepUntil(POLLOUT, deadline) != 0) return -1;
+    }
+  }
   if (msg->msg_iovlen == 1 && !(flags & MSG_OOB) &&
       engine_->WantsZeroCopy(msg->msg_iov[0].iov_len)) {
     n = StreamSendMsg(*this, msg, flags, io);  // sets errno itself
   } else {
     n = Result(engine_->Send(handle_, msg, flags | (io.nonblocking ? MSG_DONTWAIT : 0)));
   }
+  if (cork_) {
+    int saved = errno;
+    cork_->AfterDirectSend(n, IovTotal(msg->msg_iov, msg->msg_iovlen));
+    errno = saved;
+  }
   if (n > 0) StatsBytesSent(kToeKind, static_cast<uint64_t>(n));
   return n;
 }
 
 ssize_t ToeTransport::RecvMsg(struct msghdr* msg, int flags, const IoOptions& io) {
+  if (AfterOtherCall() != 0) return -1;
+  // A receive may sleep in the kernel: what other connections hold goes
+  // out first (a proxy that writes one and reads another).
+  if (!io.nonblocking && !(flags & MSG_DONTWAIT)) BeforeWait();
   ssize_t n = Result(engine_->Recv(handle_, msg, flags | (io.nonblocking ? MSG_DONTWAIT : 0)));
   if (n > 0 && !(flags & MSG_PEEK)) StatsBytesReceived(kToeKind, static_cast<uint64_t>(n));
   return n;
 }
 
 int ToeTransport::Shutdown(int how) {
+  if (cork_ && how != SHUT_RD) cork_->FlushBeforeHandOver(kHandOverWaitMs, "shutdown");
+  if (AfterOtherCall() != 0) return -1;
   return static_cast<int>(Result(engine_->Shutdown(handle_, how)));
 }
 
 int ToeTransport::ReadableBytes() {
+  if (AfterOtherCall() != 0) return -1;
   return static_cast<int>(Result(engine_->ReadableBytes(handle_)));
 }
 
-int ToeTransport::TakeError() { return engine_->TakeError(handle_); }
+int ToeTransport::TakeError() {
+  if (cork_) {
+    // A flush that failed took the socket's error: it is reported here.
+    if (int err = cork_->OtherCall()) return -err;
+  }
+  return engine_->TakeError(handle_);
+}
 
 void ToeTransport::MoveUserFd(int fd) {
   engine_->MoveKernelFd(handle_, fd);
+  if (cork_) cork_->MoveFd(fd);
   fd_ = fd;
 }
 
-void ToeTransport::BeforeFork() { engine_->Quiesce(handle_); }
+void ToeTransport::BeforeFork() {
+  if (cork_) cork_->FlushBeforeHandOver(kHandOverWaitMs, "fork");
+  engine_->Quiesce(handle_);
+}
+
+void ToeTransport::AfterForkInChild() {
+  if (!cork_) return;
+  // Another thread may have held the parent's cork lock at the fork: the
+  // old cork is kept aside, never used, and the child starts empty.
+  cork_before_fork_ = std::move(cork_);
+  cork_ = std::make_shared<SendCork>(engine_, handle_, fd_, GetToeConfig().cork_bytes);
+}
 
 bool ToeTransport::MoveToKernelTcp(FallbackReason reason) {
   if (successor()) return true;
+  if (cork_) cork_->FlushBeforeHandOver(kHandOverWaitMs, "the move to kernel TCP");
   engine_->Quiesce(handle_);
   Retire(std::make_unique<TcpTransport>(fd_, reason));
   return true;
@@ -72,6 +142,7 @@ bool ToeTransport::MoveToKernelTcp(FallbackReason reason) {
 void ToeTransport::Release() {
   if (released_) return;
   released_ = true;
+  if (cork_) cork_->Detach();
   engine_->Close(handle_);
 }
 

@@ -6,9 +6,13 @@
 // kernel's and exact, because the engine never takes a byte out of the
 // socket before the application has it (uring_engine.h).  What the
 // transport adds is the engine's data path: receive read-ahead for small
-// reads, and SEND_ZC for large writes above VSOCKET_TOE_SEND_ZC_MIN.
-// Sends are never held: send() returns once the kernel has the bytes, so
-// exit, _exit, exec, fork and SIGKILL lose nothing kernel TCP would not.
+// reads, SEND_ZC for large writes above VSOCKET_TOE_SEND_ZC_MIN, and small
+// sends coalesced across calls (send_cork.h, VSOCKET_TOE_CORK): a burst of
+// small sends leaves in one system call.  Held bytes go out before any
+// other call on the connection, any wait of the process, shutdown, close,
+// fork, the move to kernel TCP (exec) and exit(), and from the flusher
+// thread 1-2 ms after a quiet sender's burst; _exit() and SIGKILL lose
+// them (at most VSOCKET_TOE_CORK bytes of the last 2 ms).
 //
 // No kCapKernelStream on purpose: bytes read ahead but undelivered are
 // still in the kernel, so the interposer must not splice from the socket
@@ -25,6 +29,7 @@
 
 #include <memory>
 
+#include "toe_backend/send_cork.h"
 #include "toe_backend/uring_engine.h"
 #include "vsocket/stream_io.h"
 #include "vsocket/transport.h"
@@ -36,8 +41,9 @@ inline constexpr TransportKind kToeKind = static_cast<TransportKind>(3);
 class ToeTransport final : public Transport, public StreamSteps {
  public:
   // `fd`: the user's established kernel TCP socket (not owned: the socket
-  // layer closes it).  REQUIRES: `engine` outlives the transport.
-  ToeTransport(UringEngine* engine, int fd);
+  // layer closes it).  `cork_bytes`: VSOCKET_TOE_CORK (0: sends are never
+  // held).  REQUIRES: `engine` outlives the transport.
+  ToeTransport(UringEngine* engine, int fd, uint32_t cork_bytes);
   ~ToeTransport() override;
 
   TransportKind kind() const override { return kToeKind; }
@@ -52,8 +58,11 @@ class ToeTransport final : public Transport, public StreamSteps {
   int user_fd() const override { return fd_; }
   int tcp_fd() const override { return fd_; }
   void MoveUserFd(int fd) override;
-  // The child will share the socket: read-ahead ends in both processes.
+  // The child will share the socket: held sends go out, and read-ahead
+  // ends in both processes.
   void BeforeFork() override;
+  // The child drops its copy of what the parent held (the parent sends it).
+  void AfterForkInChild() override;
   bool MoveToKernelTcp(FallbackReason reason) override;
   void Release() override;
 
@@ -69,9 +78,16 @@ class ToeTransport final : public Transport, public StreamSteps {
  private:
   int SleepUntil(short events, int64_t deadline_ns);
 
+  // A flush error the call reports (-1 with errno), or 0: see SendCork.
+  int AfterOtherCall();
+
   UringEngine* const engine_;
   const ToeHandle handle_;
   int fd_;
+  // Null when corking is off.  Shared with the cork list's flushers;
+  // replaced only in a forked child before it runs anything else.
+  std::shared_ptr<SendCork> cork_;
+  std::shared_ptr<SendCork> cork_before_fork_;  // the parent's, in a child
   bool released_ = false;
 };
 

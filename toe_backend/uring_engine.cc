@@ -426,6 +426,34 @@ ssize_t UringEngine::SendOnSqThread(Socket& s, struct io_uring* ring,
   return n + (more > 0 ? more : 0);
 }
 
+void UringEngine::SendBatch(const ToeHandle* handles, const struct msghdr* msgs,
+                            int n, ssize_t* results) {
+  constexpr int kPerEnter = 8;  // the ring's size (uring_ring.cc)
+  struct io_uring* ring = n > 1 ? ThisThreadRing() : nullptr;
+  for (int base = 0; base < n; base += kPerEnter) {
+    const int count = std::min(n - base, kPerEnter);
+    int32_t res[kPerEnter];
+    bool batched = ring != nullptr && count > 1;
+    if (batched) {
+      for (int i = 0; i < count; ++i) {
+        struct io_uring_sqe* sqe = io_uring_get_sqe(ring);
+        io_uring_prep_sendmsg(sqe, Of(handles[base + i])->fd, &msgs[base + i],
+                              MSG_DONTWAIT | MSG_NOSIGNAL);
+        sqe->user_data = static_cast<uint64_t>(i);
+        res[i] = -EAGAIN;
+      }
+      batched = SubmitAndReap(ring, count, res) == 0;
+      if (batched) counters_.batch_enters.fetch_add(1, std::memory_order_relaxed);
+    }
+    for (int i = 0; i < count; ++i) {
+      results[base + i] =
+          batched ? res[i]
+                  : ErrnoResult(sys::sendmsg(Of(handles[base + i])->fd, &msgs[base + i],
+                                             MSG_DONTWAIT | MSG_NOSIGNAL));
+    }
+  }
+}
+
 ssize_t UringEngine::SendZeroCopy(ToeHandle h, const void* data, size_t len,
                                   int flags, uint64_t cookie) {
   Socket& s = *Of(h);

@@ -69,6 +69,10 @@ class UringEngine final : public ToeEngine {
 
   ssize_t Recv(ToeHandle h, struct msghdr* msg, int flags) override;
   ssize_t Send(ToeHandle h, const struct msghdr* msg, int flags) override;
+  // Up to 8 sendmsg per io_uring_enter on the calling thread's ring
+  // (plain sendmsg for one message, or without a ring).
+  void SendBatch(const ToeHandle* handles, const struct msghdr* msgs, int n,
+                 ssize_t* results) override;
   ssize_t SendZeroCopy(ToeHandle h, const void* data, size_t len, int flags,
                        uint64_t cookie) override;
   int TakeSendDone(uint64_t* cookies, int max) override;
@@ -91,6 +95,7 @@ class UringEngine final : public ToeEngine {
     std::atomic<uint64_t> window_bytes{0};      // bytes served from a window
     std::atomic<uint64_t> zerocopy_sends{0};    // SEND_ZC submissions
     std::atomic<uint64_t> sqpoll_calls{0};      // Send/Recv the SQ thread ran
+    std::atomic<uint64_t> batch_enters{0};      // SendBatch io_uring_enters (>= 2 sends)
   };
   const Counters& counters() const { return counters_; }
 

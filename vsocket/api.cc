@@ -371,6 +371,10 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
                        socklen_t len) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::setsockopt(fd, level, name, val, len);
+  // Held-back sends go to the kernel first: an option such as TCP_NODELAY
+  // or TCP_CORK, or a query (TCP_INFO, SIOCOUTQ below), then applies to
+  // them as on kernel TCP.  One relaxed load when nothing is held.
+  vsocket::BeforeWait();
   int rc = 0;
   if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT &&
       vsocket::SetDeferAccept(vs.get(), fd, val, len, &rc))
@@ -390,6 +394,7 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
 int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::getsockopt(fd, level, name, val, len);
+  vsocket::BeforeWait();  // held-back sends first (vsocket_setsockopt)
   int rc = 0;
   if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT &&
       vsocket::GetDeferAccept(*vs, val, len, &rc))
@@ -451,6 +456,7 @@ int vsocket_fcntl(int fd, int cmd, ...) {
 int vsocket_ioctl(int fd, unsigned long request, void* arg) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::ioctl(fd, request, arg);
+  vsocket::BeforeWait();  // held-back sends first (vsocket_setsockopt)
   if (request == FIONBIO && arg) {
     SetNonblocking(vs.get(), fd, *static_cast<int*>(arg) != 0);
     return 0;

@@ -8,7 +8,10 @@
 namespace vsocket {
 namespace {
 std::atomic<bool> g_held_back{false};
+std::atomic<uint64_t> g_wait_epoch{0};
 }  // namespace
+
+uint64_t WaitEpoch() { return g_wait_epoch.load(std::memory_order_relaxed); }
 
 void NoteHeldBackBytes() {
   if (!g_held_back.load(std::memory_order_relaxed))
@@ -16,6 +19,9 @@ void NoteHeldBackBytes() {
 }
 
 void BeforeWait() {
+  // A plain store, not an atomic increment: only "it changed" matters.
+  g_wait_epoch.store(g_wait_epoch.load(std::memory_order_relaxed) + 1,
+                     std::memory_order_relaxed);
   if (!g_held_back.load(std::memory_order_relaxed)) return;
   // Cleared first: bytes held back meanwhile set it again.
   g_held_back.store(false, std::memory_order_seq_cst);

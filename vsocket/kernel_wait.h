@@ -11,9 +11,12 @@
 // sees the next event at once.
 //
 // Threading: any thread; never blocks (mutexes are taken briefly).  Cost:
-// two relaxed atomic loads when nothing is held or deferred.
+// a few relaxed atomic loads and one store when nothing is held or
+// deferred.
 #ifndef VSOCKET_VSOCKET_KERNEL_WAIT_H_
 #define VSOCKET_VSOCKET_KERNEL_WAIT_H_
+
+#include <cstdint>
 
 namespace vsocket {
 
@@ -27,6 +30,11 @@ void BeforeKernelWait();
 // does it too.  Any thread; one relaxed atomic load when nothing is held
 // back.
 void BeforeWait();
+// Changes with every BeforeWait() of the process (any thread; relaxed,
+// increments may be lost to a race but never all of them).  A transport
+// that holds back a send only within a burst uses it to see that the
+// program waited -- for readiness or an error -- since its last send.
+uint64_t WaitEpoch();
 // A transport now holds back accepted bytes: the next BeforeWait() calls
 // every provider's TransportProvider::FlushHeldBack().  Any thread.
 void NoteHeldBackBytes();

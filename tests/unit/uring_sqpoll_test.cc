@@ -237,20 +237,6 @@ TEST(UringSqpoll, AForkedChildStartsItsOwnSqThread) {
   EXPECT_EQ(SqThreads(), 1);
 }
 
-// VSOCKET_STATS's toe_engine section, read through the public API.
-std::string StatsJson() {
-  std::string json(1 << 16, '\0');
-  size_t n = vsocket_stats_json(json.data(), json.size());
-  json.resize(std::min(n, json.size()));
-  return json;
-}
-
-uint64_t StatsNumber(const std::string& json, const std::string& key) {
-  size_t at = json.find("\"" + key + "\":");
-  if (at == std::string::npos) return 0;
-  return std::strtoull(json.c_str() + at + key.size() + 3, nullptr, 10);
-}
-
 TEST(UringSqpoll, TheToeTransportRunsOnItAndTheStatsSaySo) {
   SKIP_WITHOUT_SQPOLL();
   VsocketPair c;  // VSOCKET_TRANSPORT=toe, the peer a plain TCP program

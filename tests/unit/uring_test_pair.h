@@ -1,8 +1,8 @@
-// What the io_uring engine tests (uring_engine_test.cc, uring_sqpoll_test.cc)
-// share: a plain TCP program's loopback listener, a connected pair whose
-// peer is a plain kernel socket (as kernel sockets, or as a vsocket
-// connection under this process's VSOCKET_TRANSPORT), a byte pattern, and
-// engine calls on one buffer.  Test code: failures are gtest expectations.
+// What the io_uring engine tests (uring_engine_test.cc, uring_sqpoll_test.cc,
+// toe_cork_test.cc) share: a plain TCP program's loopback listener, a
+// connected pair whose peer is a plain kernel socket (as kernel sockets, or
+// as a vsocket connection under this process's VSOCKET_TRANSPORT), a byte
+// pattern, the stats, and engine calls on one buffer.  Test code: failures are gtest expectations.
 #ifndef VSOCKET_TESTS_UNIT_URING_TEST_PAIR_H_
 #define VSOCKET_TESTS_UNIT_URING_TEST_PAIR_H_
 
@@ -13,7 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "toe_backend/uring_engine.h"
 #include "vsocket/vsocket.h"
@@ -80,6 +83,21 @@ struct VsocketPair {
     if (peer >= 0) close(peer);
   }
 };
+
+// VSOCKET_STATS (with its toe_engine section), read through the public API.
+inline std::string StatsJson() {
+  std::string json(1 << 16, '\0');
+  size_t n = vsocket_stats_json(json.data(), json.size());
+  json.resize(std::min(n, json.size()));
+  return json;
+}
+
+// The number after "key": in `json`, 0 when absent.
+inline uint64_t StatsNumber(const std::string& json, const std::string& key) {
+  size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(json.c_str() + at + key.size() + 3, nullptr, 10);
+}
 
 // Engine Recv and Send on one buffer.
 inline ssize_t RecvInto(UringEngine& e, ToeHandle h, void* buf, size_t len, int flags) {
