@@ -16,11 +16,12 @@
 // A send is corked only right after a send that the kernel (or the cork)
 // took whole, less than kRunGapNs before and with no wait of the process
 // in between: a send after any other call (a request after its answer),
-// after a pause or a poll, or after a send that failed
-// or came back short (a full or reset socket) goes to the kernel at once,
-// so request/response latency and the kernel's errors stay the kernel's.  exit() flushes
-// (atexit); _exit() and SIGKILL lose what is held: at most VSOCKET_TOE_CORK
-// bytes of the last 2 ms of sends (docs/COMPATIBILITY.md).
+// after a pause or a poll, or after a send that failed or came back short
+// (a full or reset socket) goes to the kernel at once, so request/response
+// latency and the kernel's errors stay the kernel's.  exit() flushes
+// (atexit), and so does the interposed _exit(); SIGKILL loses what is
+// held: at most VSOCKET_TOE_CORK bytes of the last 2 ms of sends
+// (docs/COMPATIBILITY.md).
 //
 // What the kernel would refuse, the cork reports: a flush that fails
 // (reset, EPIPE) drops the held bytes, as a reset drops the kernel's send

@@ -11,8 +11,8 @@
 // small sends leaves in one system call.  Held bytes go out before any
 // other call on the connection, any wait of the process, shutdown, close,
 // fork, the move to kernel TCP (exec) and exit(), and from the flusher
-// thread 1-2 ms after a quiet sender's burst; _exit() and SIGKILL lose
-// them (at most VSOCKET_TOE_CORK bytes of the last 2 ms).
+// thread 1-2 ms after a quiet sender's burst; SIGKILL loses them (at most
+// VSOCKET_TOE_CORK bytes of the last 2 ms).
 //
 // No kCapKernelStream on purpose: bytes read ahead but undelivered are
 // still in the kernel, so the interposer must not splice from the socket

@@ -71,6 +71,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{"timeouts", "timeouts", nullptr},
                     Case{"msg_flags", "msg_flags", nullptr},
                     Case{"fork_handoff", "fork_handoff", nullptr},
+                    Case{"burst_then_exit", "burst_then_exit", nullptr},
                     Case{"exec_inherit", "exec_inherit", nullptr},
                     Case{"readiness", "readiness", nullptr},
                     Case{"closed_peer", "closed_peer", nullptr},

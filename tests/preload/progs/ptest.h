@@ -152,6 +152,19 @@ static inline void make_pair(int* client, int* server) {
 }
 
 /* Byte i of a test stream. */
+/* A connected pair, then fork(): the child keeps only the server end
+ * (*client is closed and -1 there).  Returns fork()'s result. */
+static inline pid_t fork_with_pair(int* client, int* server) {
+  make_pair(client, server);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    close(*client);
+    *client = -1;
+  }
+  return pid;
+}
+
 static inline unsigned char pattern_byte(uint64_t i) {
   return (unsigned char)((i * 2654435761u) >> 13);
 }
