@@ -118,7 +118,8 @@ class Provider final : public TransportProvider {
     (void)fd;
     (void)peer;
     (void)len;
-    // Not measured to help by default: auto passes the connection on.
+    // Only where forced: its gain (corked bursts) holds accepted bytes a
+    // SIGKILL would lose (README.md, "Policy"); auto passes it on.
     if (!options.forced) return Decline{FallbackReason::kPeerNotVsocket, false};
     FallbackReason why = Availability();
     if (why != FallbackReason::kNone) return Decline{why, true};

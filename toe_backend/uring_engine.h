@@ -19,7 +19,8 @@
 // second reader of the same socket: a forked child (Quiesce, called by the
 // transport before fork, ends read-ahead for good), and an image exec'd
 // without the interposer seeing it (posix_spawn): read-ahead runs only on
-// close-on-exec descriptors.  Sends are never held: Send is sendmsg(2);
+// close-on-exec descriptors.  The engine holds no send: Send is sendmsg(2)
+// (coalescing across calls is the transport's, send_cork.h);
 // SendZeroCopy waits for the kernel's notification before returning.
 //
 // SQPOLL (VSOCKET_TOE_SQPOLL, uring_ring.h): sends and the receives that

@@ -9,6 +9,7 @@
 //    over a full socket hands it to the flusher thread instead of waiting;
 //  - a reset that a flush meets is the next send's error;
 //  - a non-blocking sender into a full socket loses and reorders nothing;
+//  - VSOCKET_TOE_CORK=0 holds nothing;
 //  - the flushes of many connections share io_uring_enters.
 //
 // main() sets VSOCKET_TRANSPORT=toe before anything reads the settings.
@@ -266,6 +267,32 @@ TEST(ToeCork, ExitDeliversHeldBytes) {
   close(peer);
 }
 
+// The child of SettingOffHoldsNothing, a fresh image with
+// VSOCKET_TOE_CORK=0: returns 0 if two back-to-back sends reach the peer
+// at once and none was held.
+int CorkOffChild() {
+  VsocketPair c;
+  if (c.fd < 0) return 2;
+  if (vsocket_send(c.fd, "1", 1, 0) != 1 || vsocket_send(c.fd, "2", 1, 0) != 1) return 3;
+  if (PeerReadable(c.peer) != 2) return 4;
+  return CorkedSends() == 0 ? 0 : 5;
+}
+
+TEST(ToeCork, SettingOffHoldsNothing) {
+  SKIP_WITHOUT_URING();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setenv("VSOCKET_TOE_CORK", "0", 1);
+    setenv("TOE_CORK_OFF_CHILD", "1", 1);
+    execl("/proc/self/exe", "toe_cork_test", static_cast<char*>(nullptr));
+    _exit(6);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 TEST(ToeCork, ForkSendsHeldBytesExactlyOnce) {
   SKIP_WITHOUT_URING();
   VsocketPair c;
@@ -404,6 +431,7 @@ int main(int argc, char** argv) {
   setenv("VSOCKET_TRANSPORT", "toe", 0);
   if (const char* port = getenv("TOE_CORK_EXIT_CHILD"))
     return vsocket::toe::ExitChild(atoi(port));
+  if (getenv("TOE_CORK_OFF_CHILD")) return vsocket::toe::CorkOffChild();
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
