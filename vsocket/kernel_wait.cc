@@ -8,7 +8,9 @@
 namespace vsocket {
 namespace {
 std::atomic<bool> g_held_back{false};
-std::atomic<uint64_t> g_wait_epoch{0};
+// Written by every wait of every thread: a line of its own, so the
+// g_held_back loads of other threads do not miss on it.
+alignas(64) std::atomic<uint64_t> g_wait_epoch{0};
 }  // namespace
 
 uint64_t WaitEpoch() { return g_wait_epoch.load(std::memory_order_relaxed); }
