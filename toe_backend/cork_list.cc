@@ -25,11 +25,10 @@
 namespace vsocket::toe {
 namespace {
 
-// Corks that hold bytes, each listed once (`listed` is guarded by mu).
-// Allocated once and never freed (exit-time flushes and the thread may
-// run after static destructors); a forked child gets a new one, because
-// the parent's mutex may have been held at the fork.
-// A closed connection's bytes (AdoptOrphan).
+// A closed connection's bytes (AdoptOrphan) and the private duplicate of
+// its socket they go out on.  A child forked meanwhile inherits the
+// duplicate too, so the FIN also waits for that child's exit or exec, as
+// with any socket a child inherits.
 struct Orphan {
   int fd = -1;
   std::string bytes;
@@ -37,6 +36,10 @@ struct Orphan {
   int64_t last_progress_ns = 0;
 };
 
+// Corks that hold bytes, each listed once, and the orphans (all guarded
+// by mu).  Allocated once and never freed (exit-time flushes and the
+// thread may run after static destructors); a forked child gets a new
+// one, because the parent's mutex may have been held at the fork.
 struct List {
   std::mutex mu;
   std::condition_variable wake;  // the flusher waits here while empty
