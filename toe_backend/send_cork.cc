@@ -125,14 +125,7 @@ void SendCork::AfterDirectSend(ssize_t n, size_t total) {
 int SendCork::OtherCall() {
   std::lock_guard<std::mutex> lock(mu_);
   last_was_send_ = false;
-  if (len_ > 0 && !detached_) {
-    struct iovec iov;
-    struct msghdr m;
-    if (PrepareFlush(&iov, &m)) {
-      ssize_t r = sys::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-      FinishFlush(r < 0 ? -errno : r);
-    }
-  }
+  FlushOnceLocked();  // nothing when nothing is held or detached
   // EPIPE is a send's error only (the kernel gives no other call one):
   // it waits for the next send.
   if (error_ == 0 || error_ == EPIPE) return 0;
@@ -157,12 +150,7 @@ void SendCork::FlushBeforeHandOver(int wait_ms, const char* why) {
         DropHeld();
         return;
       }
-      struct iovec iov;
-      struct msghdr m;
-      if (PrepareFlush(&iov, &m)) {
-        ssize_t r = sys::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-        FinishFlush(r < 0 ? -errno : r);
-      }
+      FlushOnceLocked();
       if (len_ == 0) return;
       fd = fd_;
     }
@@ -187,6 +175,14 @@ bool SendCork::PrepareFlush(struct iovec* iov, struct msghdr* msg) {
   msg->msg_iov = iov;
   msg->msg_iovlen = 1;
   return true;
+}
+
+void SendCork::FlushOnceLocked() {
+  struct iovec iov;
+  struct msghdr m;
+  if (!PrepareFlush(&iov, &m)) return;
+  ssize_t r = sys::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+  FinishFlush(r < 0 ? -errno : r);
 }
 
 void SendCork::FinishFlush(ssize_t result) {
@@ -222,12 +218,7 @@ void SendCork::Detach() {
 
 bool SendCork::HandOffLocked() {
   if (ino_ != 0 && InodeOf(fd_) != ino_) return false;  // the caller reports it
-  struct iovec iov;
-  struct msghdr m;
-  if (PrepareFlush(&iov, &m)) {
-    ssize_t r = sys::sendmsg(fd_, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-    FinishFlush(r < 0 ? -errno : r);
-  }
+  FlushOnceLocked();
   if (len_ == 0) return true;
   int dup = sys::DupPrivate(fd_);
   if (dup < 0) return false;

@@ -97,7 +97,8 @@ class SendCork : public std::enable_shared_from_this<SendCork> {
   void FinishFlush(ssize_t result);
   std::mutex& mu() { return mu_; }
   ToeHandle handle() const { return handle_; }
-  // MonotonicNs tick (cork_list.h) at which the held bytes began.
+  // The flusher's tick (cork_list.h, CurrentTick) at which the held bytes
+  // began.
   // REQUIRES: mu() held.
   uint64_t held_since_tick() const { return held_since_tick_; }
   bool holds_bytes() const { return len_ > 0; }  // REQUIRES: mu() held
@@ -114,6 +115,8 @@ class SendCork : public std::enable_shared_from_this<SendCork> {
   // REQUIRES: mu_ held.  Detach's flush and hand-off; false when neither
   // was possible (the number names another file, or no descriptor free).
   bool HandOffLocked();
+  // One non-blocking sendmsg of what is held (PrepareFlush, FinishFlush).
+  void FlushOnceLocked();
   void Append(const struct msghdr* msg, size_t total);
   void Consume(size_t n);
   void DropHeld();
