@@ -147,9 +147,18 @@ void measure_stream(int fd, const ClientConfig& cfg, size_t msg_size,
   r->server_cpu = report.cpu;
 }
 
+// How long one short connection took to get going (now_ns() deltas).
+struct ShortConnectionTimes {
+  int64_t connect_call_ns = 0;  // the connect() call
+  int64_t first_byte_ns = 0;    // before connect() to the echo in hand
+};
+
 // One short connection: connect, send a byte, read the echo, close.
-void one_short_connection(const ClientConfig& cfg) {
+ShortConnectionTimes one_short_connection(const ClientConfig& cfg) {
+  ShortConnectionTimes times;
+  const int64_t t_start = now_ns();
   int fd = connect_to(cfg.server, cfg.io_timeout_ms);
+  times.connect_call_ns = now_ns() - t_start;
   try {
     std::string mismatch = transport_mismatch(fd, cfg.transport);
     if (!mismatch.empty())
@@ -158,11 +167,13 @@ void one_short_connection(const ClientConfig& cfg) {
     send_all(fd, &byte, 1);
     if (!recv_all(fd, &byte, 1))
       throw BenchError("server closed a short connection without echoing");
+    times.first_byte_ns = now_ns() - t_start;
   } catch (...) {
     vsocket_close(fd);
     throw;
   }
   vsocket_close(fd);
+  return times;
 }
 
 void measure_connect(int control_fd, const ClientConfig& cfg, PointResult* r) {
@@ -172,17 +183,28 @@ void measure_connect(int control_fd, const ClientConfig& cfg, PointResult* r) {
 
   const uint8_t measure = kFlagMeasure;
   send_all(control_fd, &measure, 1);
+  std::vector<int64_t> connect_calls_ns, first_bytes_ns;
+  const size_t expected = size_t(std::min<uint64_t>(cfg.max_messages, 1u << 20));
+  connect_calls_ns.reserve(expected);
+  first_bytes_ns.reserve(expected);
   const CpuTime cpu_before = process_cpu_time();
   const int64_t start = now_ns();
   const int64_t end = start + int64_t{cfg.duration_ms} * 1'000'000;
   uint64_t made = 0;
   int64_t t = start;
   while (made < cfg.max_messages && t < end) {
-    one_short_connection(cfg);
+    ShortConnectionTimes times = one_short_connection(cfg);
+    connect_calls_ns.push_back(times.connect_call_ns);
+    first_bytes_ns.push_back(times.first_byte_ns);
     ++made;
     t = now_ns();
   }
   r->client_cpu = process_cpu_time() - cpu_before;
+  if (made > 0) {
+    r->has_latency = r->has_connect_call = true;
+    r->latency = summarize_latency(first_bytes_ns);
+    r->connect_call = summarize_latency(connect_calls_ns);
+  }
   r->elapsed_ns = t - start;
 
   const uint8_t done = kFlagEnd;

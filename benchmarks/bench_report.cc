@@ -79,13 +79,18 @@ void print_connect(std::FILE* out, const std::vector<const PointResult*>& rows,
                    const std::vector<PointResult>& all) {
   std::fprintf(out, "\nConnection setup (connect + accept + 1-byte echo + close); "
                     "vs tcp = rate ratio\n");
-  std::fprintf(out, "%-10s %10s %12s %11s %7s\n", "transport", "conn/s", "connections",
-               "CPU us/conn", "vs tcp");
+  std::fprintf(out, "(us: connect = the connect() call; 1st byte = from before connect() "
+                    "to the echo in hand)\n");
+  std::fprintf(out, "%-10s %10s %12s %11s %9s %9s %9s %9s %7s\n", "transport", "conn/s",
+               "connections", "CPU us/conn", "conn p50", "conn p99", "1st p50",
+               "1st p99", "vs tcp");
   for (const PointResult* r : rows) {
     Metrics m = derive_metrics(*r);
-    std::fprintf(out, "%-10s %10.0f %12llu %11.2f %7s\n", transport_label(*r).c_str(),
-                 m.msgs_per_s, static_cast<unsigned long long>(r->messages),
-                 m.cpu_us_per_msg, speedup_text(*r, all).c_str());
+    std::fprintf(out, "%-10s %10.0f %12llu %11.2f %9.1f %9.1f %9.1f %9.1f %7s\n",
+                 transport_label(*r).c_str(), m.msgs_per_s,
+                 static_cast<unsigned long long>(r->messages), m.cpu_us_per_msg,
+                 r->connect_call.p50_us, r->connect_call.p99_us, r->latency.p50_us,
+                 r->latency.p99_us, speedup_text(*r, all).c_str());
   }
 }
 
@@ -163,6 +168,9 @@ std::string result_json(const PointResult& r, const std::vector<PointResult>& al
   o.num_or_null("latency_p999_us", latency, r.latency.p999_us);
   o.num_or_null("latency_max_us", latency, r.latency.max_us);
   o.num_or_null("latency_mean_us", latency, r.latency.mean_us);
+  const bool connect_call = ok && r.has_connect_call;
+  o.num_or_null("connect_call_p50_us", connect_call, r.connect_call.p50_us);
+  o.num_or_null("connect_call_p99_us", connect_call, r.connect_call.p99_us);
   o.num_or_null("gb_per_s", ok, m.gb_per_s);
   o.num_or_null("messages_per_s", ok, m.msgs_per_s);
   o.uint("client_user_us", static_cast<unsigned long long>(r.client_cpu.user_us));

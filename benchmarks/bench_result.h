@@ -56,8 +56,13 @@ struct PointResult {
   uint64_t messages = 0;
   uint64_t bytes = 0;  // payload bytes moved in the window, both directions
   int64_t elapsed_ns = 0;
-  bool has_latency = false;  // pingpong only
+  // pingpong: round trips.  connect: first-byte latency, from before
+  // connect() to the echo of the first byte in hand.
+  bool has_latency = false;
   LatencySummary latency;
+  // connect only: how long the connect() call itself took.
+  bool has_connect_call = false;
+  LatencySummary connect_call;
 
   // CPU of each end over its own measured window, and how many messages
   // that end handled in that window.

@@ -46,7 +46,11 @@
 //     elapsed_s         length of the measured window
 //     latency_min_us, latency_p50_us, latency_p99_us, latency_p999_us,
 //     latency_max_us, latency_mean_us
-//                       round-trip latency (pingpong; null otherwise)
+//                       round-trip latency (pingpong), first-byte latency:
+//                       before connect() to the echo in hand (connect);
+//                       null for stream
+//     connect_call_p50_us, connect_call_p99_us
+//                       the connect() call alone (connect; null otherwise)
 //     gb_per_s          bytes / 1e9 / elapsed_s
 //     messages_per_s    messages / elapsed_s (connections/s for connect)
 //     client_user_us, client_sys_us, client_messages
