@@ -16,6 +16,20 @@ namespace {
 // Room asked for above the soft limit during a raise.
 constexpr rlim_t kAboveRange = rlim_t{1} << 20;  // fs.nr_open's default
 
+// The innermost NofileLimitSnapshot of this thread, or null.
+thread_local NofileLimitSnapshot* t_snapshot = nullptr;
+thread_local struct rlimit t_snapshot_limit;
+thread_local bool t_snapshot_ok = false;
+
+// RLIMIT_NOFILE as this thread's snapshot read it, or now.
+bool ReadNofileLimit(struct rlimit* rl) {
+  if (t_snapshot != nullptr) {
+    *rl = t_snapshot_limit;
+    return t_snapshot_ok;
+  }
+  return ::getrlimit(RLIMIT_NOFILE, rl) == 0;
+}
+
 // Never destroyed: descriptors are made from atexit handlers too.
 std::mutex& RaiseMutex() {
   static std::mutex* mutex = new std::mutex();
@@ -59,16 +73,24 @@ int DupPrivateUnder(int fd, const struct rlimit& rl) {
 
 }  // namespace
 
+NofileLimitSnapshot::NofileLimitSnapshot() : outer_(t_snapshot) {
+  if (outer_ == nullptr)
+    t_snapshot_ok = ::getrlimit(RLIMIT_NOFILE, &t_snapshot_limit) == 0;
+  t_snapshot = this;
+}
+
+NofileLimitSnapshot::~NofileLimitSnapshot() { t_snapshot = outer_; }
+
 int DupPrivate(int fd) {
   struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return sys::fcntl(fd, F_DUPFD_CLOEXEC, 1024);
+  if (!ReadNofileLimit(&rl)) return sys::fcntl(fd, F_DUPFD_CLOEXEC, 1024);
   return DupPrivateUnder(fd, rl);
 }
 
 int MovePrivate(int fd) {
   if (fd < 0) return fd;
   struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fd;
+  if (!ReadNofileLimit(&rl)) return fd;
   // Already where DupPrivate would put it.
   long floor = RoomAboveSoftLimit(rl) ? static_cast<long>(rl.rlim_cur)
                                       : InsideBase(rl.rlim_cur);
@@ -82,7 +104,7 @@ int MovePrivate(int fd) {
 PrivateFdRange CurrentPrivateFdRange() {
   PrivateFdRange range;
   struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return range;
+  if (!ReadNofileLimit(&rl)) return range;
   range.soft_limit =
       rl.rlim_cur == RLIM_INFINITY ? (1L << 20) : static_cast<long>(rl.rlim_cur);
   range.shares_app_table = !RoomAboveSoftLimit(rl);

@@ -42,6 +42,25 @@ struct PrivateFdRange {
 };
 PrivateFdRange CurrentPrivateFdRange();
 
+// Reads RLIMIT_NOFILE once for the private descriptors one thread makes in
+// a burst (a connection's setup makes three or four, and the budget looks
+// at the limit first): while it lives, DupPrivate, MovePrivate and
+// CurrentPrivateFdRange on this thread use its reading instead of a
+// getrlimit each.  A limit another thread changes during the burst is seen
+// by the next one (and a raise inside it puts back the soft limit it read:
+// the caveat above, over the burst instead of one call).  Nests; lives on
+// the stack of the thread that made it.
+class NofileLimitSnapshot {
+ public:
+  NofileLimitSnapshot();
+  ~NofileLimitSnapshot();
+  NofileLimitSnapshot(const NofileLimitSnapshot&) = delete;
+  NofileLimitSnapshot& operator=(const NofileLimitSnapshot&) = delete;
+
+ private:
+  NofileLimitSnapshot* outer_;
+};
+
 }  // namespace vsocket::sys
 
 #endif  // VSOCKET_BASE_PRIVATE_FD_H_

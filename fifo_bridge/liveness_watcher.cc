@@ -161,14 +161,20 @@ class Watcher {
   }
 
   // Milliseconds until the nearest deadline (rounded up), or -1.
-  // Records it in sleeping_until_ns_.
+  // Records it in sleeping_until_ns_.  With no deadline left, the thread
+  // still sleeps towards the last one it had if that is ahead: the next
+  // connection's claim deadline, later than it, then costs no eventfd
+  // write and no wake-up of this thread (one connection after another);
+  // the thread wakes once there, finds nothing, and sleeps for good.
   int NextTimeoutMs() {
     std::lock_guard<std::mutex> lock(mutex_);
+    int64_t now = MonotonicNs();
     int64_t nearest = INT64_MAX;
     for (auto& [target, at] : deadlines_) nearest = std::min(nearest, at);
+    if (nearest == INT64_MAX && sleeping_until_ns_ > now) nearest = sleeping_until_ns_;
     sleeping_until_ns_ = nearest;
     if (nearest == INT64_MAX) return -1;
-    int64_t left = nearest - MonotonicNs();
+    int64_t left = nearest - now;
     if (left <= 0) return 0;
     return static_cast<int>(std::min<int64_t>((left + 999999) / 1000000, 60000));
   }

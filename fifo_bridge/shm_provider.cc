@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/private_fd.h"
 #include "fifo_bridge/doorbell.h"
 #include "fifo_bridge/offer_hand_out.h"
 #include "fifo_bridge/rendezvous.h"
@@ -108,18 +109,19 @@ class ShmListener final : public ListenerAttachment {
 
   std::unique_ptr<Transport> Claim(int accepted_fd, Decline* decline) override {
     DrainListenerMarker(marker_fd_);
-    return ClaimOffer(accepted_fd, ::geteuid() == marker_uid_, decline);
+    uid_t euid = ::geteuid();
+    return ClaimOffer(accepted_fd, euid, euid == marker_uid_, decline);
   }
 
  private:
-  // `same_uid`: we run as the user the marker announced.
-  static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, bool same_uid,
-                                               Decline* decline);
+  // `euid`: ours; `same_uid`: we run as the user the marker announced.
+  static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, uid_t euid,
+                                               bool same_uid, Decline* decline);
   const int marker_fd_;
   const uid_t marker_uid_;  // who bound the marker (clients see this uid)
 };
 
-std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
+std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, uid_t euid,
                                                    bool same_uid,
                                                    Decline* decline) {
   struct sockaddr_storage local_ss, peer_ss;
@@ -145,6 +147,8 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
     *decline = {FallbackReason::kUidMismatch, true};
     return nullptr;
   }
+  // The budget and the three private descriptors read the limit once.
+  sys::NofileLimitSnapshot nofile_limit;
   FallbackReason over_budget = FallbackReason::kNone;
   DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
   if (!descriptors) {
@@ -156,7 +160,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
   std::unique_ptr<ShmSegment> segment;
   // A named offer lives in the marker user's directory; a client that
   // shares with other users hands a sealed one over instead.
-  int err = same_uid ? ShmSegment::OpenOffer(key, &segment) : -ENOENT;
+  int err = same_uid ? ShmSegment::OpenOffer(key, euid, &segment) : -ENOENT;
   if (err == -ENOENT) {
     uid_t client_uid = 0;
     int fd = ReceiveHandedOffer(key, kHandOutWaitMs, &client_uid);
@@ -165,7 +169,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd,
     } else if (fd == -EACCES) {
       VSOCKET_LOG(kInfo, "declining the offer %s: uid %u and this process (uid "
                   "%u) do not share memory (VSOCKET_SHARE_UIDS)", key.c_str(),
-                  static_cast<unsigned>(client_uid), static_cast<unsigned>(::geteuid()));
+                  static_cast<unsigned>(client_uid), static_cast<unsigned>(euid));
       Doorbell::DeclineOffer(key);
       *decline = {FallbackReason::kUidMismatch, true};
       return nullptr;
@@ -258,6 +262,8 @@ class ShmTransportProvider final : public TransportProvider {
     const SharingPolicy& sharing = GetSharingPolicy();
     if (!sharing.Allows(probe.uid)) return {FallbackReason::kUidMismatch, true};
 
+    // The budget, the segment and the doorbell read the limit once.
+    sys::NofileLimitSnapshot nofile_limit;
     FallbackReason over_budget = FallbackReason::kNone;
     DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
     if (!descriptors) return {over_budget, true};

@@ -42,8 +42,13 @@ void ShmTransport::Release() {
         rx_->flags.fetch_or(kConsumerClosed, std::memory_order_seq_cst);
       }
       tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
-      doorbell_->WakePeerWatcher();  // first: it raises the peer's hang-up
-      doorbell_->RingPeer();
+      // A peer whose last holder has closed already (it marked our
+      // stream's reader gone) has nobody left to wake: its watcher would
+      // only take its mutex from its own closing thread.
+      if (!(tx_->flags.load(std::memory_order_seq_cst) & kConsumerClosed)) {
+        doorbell_->WakePeerWatcher();  // first: it raises the peer's hang-up
+        doorbell_->RingPeer();
+      }
       // The ring carries the end of the stream; the liveness connection
       // ends with a reset, which leaves no TIME_WAIT on either side (a
       // FIN would hold the client's port for a minute, and a client that

@@ -26,19 +26,23 @@ size_t RingStride(uint64_t capacity) {
   return (RingBytes(capacity) + kPage - 1) / kPage * kPage;
 }
 
-std::string Directory() {
-  return "/dev/shm/vsocket-" + std::to_string(::geteuid());
+// The directory of user `euid`'s offers.
+std::string Directory(uid_t euid) {
+  return "/dev/shm/vsocket-" + std::to_string(euid);
 }
 
-// Makes sure the per-user directory exists and nobody else can enter it.
-int EnsurePrivateDirectory(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
+// Makes sure the directory of user `euid` exists and nobody else can
+// enter it.  Looked at every time (another user could have made the name
+// while it did not exist); made only when missing.
+int EnsurePrivateDirectory(const std::string& dir, uid_t euid) {
   struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) return -errno;
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
-      (st.st_mode & 077) != 0) {
-    return -EPERM;
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) return -errno;
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
+    if (::lstat(dir.c_str(), &st) != 0) return -errno;
   }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != euid || (st.st_mode & 077) != 0)
+    return -EPERM;
   return 0;
 }
 
@@ -105,7 +109,7 @@ bool IsDeadOffer(int fd) {
 }  // namespace
 
 size_t SweepDeadOffers() {
-  std::string dir = Directory();
+  std::string dir = Directory(::geteuid());
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return 0;
   size_t removed = 0;
@@ -173,8 +177,9 @@ int ShmSegment::MapFile(int fd, uint64_t capacity,
 int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
                             std::unique_ptr<ShmSegment>* out) {
   if (!IsValidCapacity(capacity)) return -EINVAL;
-  std::string dir = Directory();
-  if (int err = EnsurePrivateDirectory(dir)) return err;
+  uid_t euid = ::geteuid();
+  std::string dir = Directory(euid);
+  if (int err = EnsurePrivateDirectory(dir, euid)) return err;
   // Offers of clients that died before a claim or a revoke (e.g. killed
   // inside connect) have nobody left to unlink them: the first offer of
   // each process, then one every kSweepIntervalS, removes them.
@@ -246,7 +251,7 @@ int ShmSegment::CreateSealedOffer(uint64_t capacity,
 }
 
 int ShmSegment::AdoptHandedOffer(int fd, std::unique_ptr<ShmSegment>* out) {
-  int err = ValidateAndMap(fd, /*sealed_ok=*/true, out);
+  int err = ValidateAndMap(fd, /*sealed_ok=*/true, ::geteuid(), out);
   if (err != 0) sys::close(fd);
   // Handed over by descriptor: whoever made it, its sides keep their state
   // out of it, whatever its mode says.
@@ -259,7 +264,8 @@ void ShmSegment::InitOfferHeader(uint64_t capacity) {
   header->version = kSegmentVersion;
   header->header_bytes = kSegmentHeaderBytes;
   header->ring_capacity = capacity;
-  header->client_pid = static_cast<uint32_t>(::getpid());
+  // A named offer's file has its owner already (CreateOffer).
+  if (header->client_pid == 0) header->client_pid = static_cast<uint32_t>(::getpid());
   header->server_pid = 0;
   header->claim.store(kOffered, std::memory_order_relaxed);
   for (Direction d : {Direction::kClientToServer, Direction::kServerToClient}) {
@@ -271,13 +277,13 @@ void ShmSegment::InitOfferHeader(uint64_t capacity) {
   header->magic = kSegmentMagic;
 }
 
-int ShmSegment::ValidateAndMap(int fd, bool sealed_ok,
+int ShmSegment::ValidateAndMap(int fd, bool sealed_ok, uid_t euid,
                                std::unique_ptr<ShmSegment>* out) {
   struct stat st;
   SegmentHeader header;
   if (::fstat(fd, &st) != 0) return -errno;
   if (!S_ISREG(st.st_mode)) return -EPERM;
-  bool private_file = st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
+  bool private_file = st.st_uid == euid && (st.st_mode & 077) == 0;
   if (!private_file) {
     // Another user's memory: only if nobody can change its size under us
     // (a mapping touched past a shrunk end raises SIGBUS).
@@ -296,12 +302,12 @@ int ShmSegment::ValidateAndMap(int fd, bool sealed_ok,
   return err;
 }
 
-int ShmSegment::OpenOffer(const std::string& key,
+int ShmSegment::OpenOffer(const std::string& key, uid_t euid,
                           std::unique_ptr<ShmSegment>* out) {
-  std::string path = Directory() + "/" + key;
+  std::string path = Directory(euid) + "/" + key;
   int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -errno;
-  int err = ValidateAndMap(fd, /*sealed_ok=*/false, out);
+  int err = ValidateAndMap(fd, /*sealed_ok=*/false, euid, out);
   if (err != 0) {
     sys::close(fd);
     return err;
@@ -315,7 +321,7 @@ int ShmSegment::AdoptInherited(int fd, std::unique_ptr<ShmSegment>* out) {
   int flags = sys::fcntl(fd, F_GETFL);
   std::unique_ptr<ShmSegment> segment;
   if (flags < 0 || (flags & O_ACCMODE) != O_RDWR ||
-      ValidateAndMap(fd, /*sealed_ok=*/true, &segment) != 0) {
+      ValidateAndMap(fd, /*sealed_ok=*/true, ::geteuid(), &segment) != 0) {
     sys::close(fd);
     return -EINVAL;
   }

@@ -20,6 +20,9 @@
 #ifndef VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_
 #define VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -75,10 +78,15 @@ class ShmSegment {
   // is not private to this user).
   static int CreateOffer(const std::string& key, uint64_t capacity,
                          std::unique_ptr<ShmSegment>* out);
-  // Server: opens and maps the offer `key`.  Returns 0, -ENOENT when there
-  // is none (peer is not vsocket), or -EINVAL when it fails validation.
-  static int OpenOffer(const std::string& key,
+  // Server: opens and maps the offer `key` in the directory of user
+  // `euid`, which must be this process's effective uid (the caller has
+  // read it already).  Returns 0, -ENOENT when there is none (peer is not
+  // vsocket), or -EINVAL when it fails validation.
+  static int OpenOffer(const std::string& key, uid_t euid,
                        std::unique_ptr<ShmSegment>* out);
+  static int OpenOffer(const std::string& key, std::unique_ptr<ShmSegment>* out) {
+    return OpenOffer(key, ::geteuid(), out);
+  }
   // Client, when sharing with other users (sharing_policy.h): an offer with
   // no name, in a memfd sealed against shrinking and growing, so that no
   // peer can make the other's next touch of the mapping fault.  It reaches
@@ -121,10 +129,11 @@ class ShmSegment {
   ShmSegment() = default;
   // Maps the file and keeps `fd` (moved to the private range) on success.
   static int MapFile(int fd, uint64_t capacity, std::unique_ptr<ShmSegment>* out);
-  // Checks ownership and mode (or, with `sealed_ok`, a sealed memfd of any
-  // owner), header and size, then maps.  Keeps `fd` on success; returns 0
-  // or -errno.
-  static int ValidateAndMap(int fd, bool sealed_ok, std::unique_ptr<ShmSegment>* out);
+  // Checks ownership (user `euid`, this process's) and mode (or, with
+  // `sealed_ok`, a sealed memfd of any owner), header and size, then maps.
+  // Keeps `fd` on success; returns 0 or -errno.
+  static int ValidateAndMap(int fd, bool sealed_ok, uid_t euid,
+                            std::unique_ptr<ShmSegment>* out);
   // Writes a fresh offer's header into a mapped segment.
   void InitOfferHeader(uint64_t capacity);
 

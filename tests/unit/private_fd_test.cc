@@ -67,4 +67,35 @@ TEST(PrivateFd, SoftEqualsHardSharesTheApplicationsTable) {
   EXPECT_EQ(r, 0);
 }
 
+// A snapshot reads the limit once for a burst: a change inside it is not
+// seen (no getrlimit per descriptor), the next burst sees it, and the
+// descriptors made meanwhile land where the snapshot's limits put them.
+// (Only another thread could change the limit during a real burst; the
+// raise for each descriptor then puts back what the snapshot read, as it
+// put back what its own getrlimit read before: base/private_fd.h.)
+TEST(PrivateFd, SnapshotReadsTheLimitOncePerBurst) {
+  int r = InChild(64, 128, [] {
+    {
+      vsocket::sys::NofileLimitSnapshot snapshot;
+      struct rlimit lower = {48, 128};
+      if (setrlimit(RLIMIT_NOFILE, &lower) != 0) return 1;
+      if (vsocket::sys::CurrentPrivateFdRange().soft_limit != 64) return 2;
+      {
+        vsocket::sys::NofileLimitSnapshot nested;  // reads nothing new
+        if (vsocket::sys::CurrentPrivateFdRange().soft_limit != 64) return 3;
+      }
+      int c = vsocket::sys::DupPrivate(0);
+      if (c < 64 || c >= 128) return 4;
+      close(c);
+      if (setrlimit(RLIMIT_NOFILE, &lower) != 0) return 5;
+    }
+    // Outside any snapshot: read now.
+    if (vsocket::sys::CurrentPrivateFdRange().soft_limit != 48) return 7;
+    vsocket::sys::NofileLimitSnapshot next;
+    if (vsocket::sys::CurrentPrivateFdRange().soft_limit != 48) return 8;
+    return 0;
+  });
+  EXPECT_EQ(r, 0);
+}
+
 }  // namespace
