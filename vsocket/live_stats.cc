@@ -304,9 +304,18 @@ void NameSocket(int tcp_fd, bool peer, LiveAddress* out) {
 // VirtualSocket.  So the child cannot trust what `mu` guarded if another
 // thread held it at the fork, and rebuilds it from the slots themselves.
 void RebuildAfterFork(Page& page) {
-  new (&page.mu) std::mutex();
-  // The old vector may have been in the middle of a reallocation: leaked.
-  new (&page.free_slots) std::vector<LiveSlot*>();
+  // Free slots are recounted below.  A mutex that a thread of the parent
+  // held at the fork stays locked here, and the vector it guarded may be
+  // in the middle of a reallocation: then both are made afresh and the old
+  // buffer is abandoned.  Otherwise the vector is kept, its buffer reused
+  // (no leak for a leak checker to report at the child's exit).
+  if (page.mu.try_lock()) {
+    page.mu.unlock();
+    page.free_slots.clear();
+  } else {
+    new (&page.mu) std::mutex();
+    new (&page.free_slots) std::vector<LiveSlot*>();
+  }
   LiveHeader* header = page.header.load(std::memory_order_relaxed);
   uint32_t used = std::min(header->slots_used.load(std::memory_order_relaxed),
                            page.chunk_count * kLiveSlotsPerChunk);
