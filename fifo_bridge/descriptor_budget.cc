@@ -11,14 +11,18 @@ namespace vsocket::fifo {
 namespace {
 
 std::atomic<int> g_connections{0};
+std::atomic<int> g_decline_sinks{0};
 
 }  // namespace
 
 int PrivateFdsPerConnection() {
-  // The segment, the doorbell's sink and the liveness TCP socket; a sealed
-  // segment keeps its SideState in a memfd of its own (side_state.h).
-  return GetSharingPolicy().enabled() ? 4 : 3;
+  // The segment and the liveness TCP socket; a sealed segment keeps its
+  // SideState in a memfd of its own (side_state.h).
+  return GetSharingPolicy().enabled() ? 3 : 2;
 }
+
+void NoteDeclineSinkOpened() { g_decline_sinks.fetch_add(1, std::memory_order_relaxed); }
+void NoteDeclineSinkClosed() { g_decline_sinks.fetch_sub(1, std::memory_order_relaxed); }
 
 DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
   DescriptorReservation r;
@@ -31,6 +35,8 @@ DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
       range.shares_app_table
           ? range.soft_limit * GetConfig().fd_share_percent / 100
           : range.room_above - kPrivateFdsForProcess;
+  // Less the decline sinks open now, and one for this connection's own.
+  private_fds -= g_decline_sinks.load(std::memory_order_relaxed) + 1;
   long by_descriptors = std::max(0L, private_fds) / PrivateFdsPerConnection();
   if (cap < 0 || by_descriptors < cap) {
     cap = by_descriptors;

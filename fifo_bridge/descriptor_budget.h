@@ -5,9 +5,9 @@
 // a share of that table (reason fd_limit).
 //
 // Each connection holds PrivateFdsPerConnection() descriptors beside the
-// application's (the segment file, the doorbell's sink, the liveness TCP
-// socket; and, while sharing with other users, the SideState memfd of a
-// sealed segment).  They
+// application's (the segment file and the liveness TCP socket; and, while
+// sharing with other users, the SideState memfd of a sealed segment), and a
+// client one more until the claim (its decline sink, counted apart).  They
 // may take at most VSOCKET_FD_SHARE percent of the soft limit; a connection
 // beyond that takes kernel TCP with reason fd_limit, so the application
 // keeps the rest of its table and gets EMFILE where the kernel would give
@@ -26,8 +26,12 @@
 
 namespace vsocket::fifo {
 
-// 4, or 5 while VSOCKET_SHARE_UIDS makes every segment a sealed one.
+// 2, or 3 while VSOCKET_SHARE_UIDS makes every segment a sealed one.
 int PrivateFdsPerConnection();
+// A client's decline sink (doorbell.h) lives from the offer to the claim:
+// counted here while it is open, against the same budget.
+void NoteDeclineSinkOpened();
+void NoteDeclineSinkClosed();
 // Private descriptors a process keeps besides its connections' (watcher
 // epoll and eventfd, listener markers, the live page): kept free for them.
 inline constexpr int kPrivateFdsForProcess = 64;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include "base/real_libc.h"
 #include "fifo_bridge/rendezvous.h"
@@ -13,6 +14,8 @@ namespace vsocket::fifo {
 
 namespace sys = ::vsocket::sys;
 namespace {
+
+std::atomic<int> g_wake_socket{-1};  // SetProcessWakeSocket
 
 // Abstract-namespace address "\0vsk1/<key>/<role><kind>".
 socklen_t MakeAddress(const std::string& key, char role, char kind,
@@ -31,17 +34,44 @@ int BoundDatagramSocket(const struct sockaddr_un& addr, socklen_t len) {
   return fd;
 }
 
-int SendWake(int from_fd, const struct sockaddr_un& to, socklen_t len) {
-  char byte = 0;
-  for (;;) {
-    ssize_t n = sys::sendto(from_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
-                         reinterpret_cast<const struct sockaddr*>(&to), len);
-    if (n == 1) return 0;
-    if (errno == EINTR) continue;
-    // Queue full (EAGAIN) means the target already has a wake-up queued.
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    return -errno;
+// Sends `len` bytes from `from_fd` (-1: a socket made for this one send,
+// closed after it; its datagram stays queued).
+// 0 or -errno.
+int SendDatagram(int from_fd, const void* data, size_t len,
+                 const struct sockaddr_un& to, socklen_t to_len) {
+  int temp = -1;
+  if (from_fd < 0) {
+    temp = sys::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (temp < 0) return -errno;
+    from_fd = temp;
   }
+  int rc = 0;
+  for (;;) {
+    ssize_t n = sys::sendto(from_fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL,
+                            reinterpret_cast<const struct sockaddr*>(&to), to_len);
+    if (n >= 0) break;
+    if (errno == EINTR) continue;
+    rc = -errno;
+    break;
+  }
+  if (temp >= 0) sys::close(temp);
+  return rc;
+}
+
+// A full queue (EAGAIN) means the target already has a wake-up queued.
+int AsWakeResult(int rc) { return rc == -EAGAIN || rc == -EWOULDBLOCK ? 0 : rc; }
+
+// Sends from this process's wake socket; when that has no room (it holds
+// every connection's pending wake-ups) or does not exist, from a socket
+// made for this send, so EAGAIN only ever means the target's queue is
+// full.
+int SendFromWakeSocket(const void* data, size_t len,
+                       const struct sockaddr_un& to, socklen_t to_len) {
+  int fd = ProcessWakeSocket();
+  int rc = SendDatagram(fd, data, len, to, to_len);
+  if (fd >= 0 && (rc == -EAGAIN || rc == -EWOULDBLOCK || rc == -ENOBUFS))
+    rc = SendDatagram(-1, data, len, to, to_len);
+  return rc;
 }
 
 void DrainDatagrams(int fd) {
@@ -86,21 +116,28 @@ std::string BoundDatagramName(int fd) {
 
 }  // namespace
 
+void SetProcessWakeSocket(int fd) { g_wake_socket.store(fd, std::memory_order_release); }
+int ProcessWakeSocket() { return g_wake_socket.load(std::memory_order_acquire); }
+
 Doorbell::~Doorbell() { Close(); }
 
 int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
-  struct sockaddr_un my_sink {};
-  socklen_t my_sink_len = MakeAddress(key, my_role, 'K', &my_sink);
   my_wait_len_ = MakeAddress(key, my_role, 'A', &my_wait_addr_);
   peer_wait_len_ = MakeAddress(key, peer_role, 'A', &peer_wait_addr_);
-  peer_sink_len_ = MakeAddress(key, peer_role, 'K', &peer_sink_addr_);
+  peer_wake_name_ = std::string(1, peer_role) + key;
+  my_wake_name_ = std::string(1, my_role) + key;
 
   int wait_fd = BoundDatagramSocket(my_wait_addr_, my_wait_len_);
   if (wait_fd < 0) return wait_fd;
-  int sink_fd = BoundDatagramSocket(my_sink, my_sink_len);
-  if (sink_fd < 0) {
-    sys::close(wait_fd);
-    return sink_fd;
+  int sink_fd = -1;
+  if (my_role == 'c') {
+    struct sockaddr_un my_sink {};
+    socklen_t my_sink_len = MakeAddress(key, my_role, 'K', &my_sink);
+    sink_fd = BoundDatagramSocket(my_sink, my_sink_len);
+    if (sink_fd < 0) {
+      sys::close(wait_fd);
+      return sink_fd;
+    }
   }
   // The smallest send buffer makes two filler datagrams enough to clear
   // POLLOUT on the wait socket.
@@ -108,35 +145,31 @@ int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
   sys::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
   if (int rc = SetWaitSocket(wait_fd); rc != 0) {
     sys::close(wait_fd);
-    sys::close(sink_fd);
+    if (sink_fd >= 0) sys::close(sink_fd);
     return rc;
   }
-  sink_fd_ = sys::MovePrivate(sink_fd);
+  if (sink_fd >= 0) sink_fd_ = sys::MovePrivate(sink_fd);
   return 0;
 }
 
-int Doorbell::AdoptInherited(int wait_fd, int sink_fd, char my_role) {
+int Doorbell::AdoptInherited(int wait_fd, char my_role) {
   if (my_role != 'c' && my_role != 's') return -EINVAL;
   std::string wait_name = BoundDatagramName(wait_fd);
-  std::string sink_name = BoundDatagramName(sink_fd);
-  // "vsk1/<key>/<role><kind>": the same "vsk1/<key>/" prefix on both.
+  // "vsk1/<key>/<role>A".
   constexpr size_t kSuffix = 2;  // <role><kind>
-  if (wait_name.size() <= 5 + kSuffix || wait_name.size() != sink_name.size() ||
+  if (wait_name.size() <= 5 + 1 + kSuffix ||
       wait_name.compare(0, 5, "vsk1/") != 0 ||
-      wait_name.compare(0, wait_name.size() - kSuffix, sink_name, 0,
-                        sink_name.size() - kSuffix) != 0 ||
       wait_name[wait_name.size() - 3] != '/' ||
-      wait_name.substr(wait_name.size() - kSuffix) != std::string{my_role, 'A'} ||
-      sink_name.substr(sink_name.size() - kSuffix) != std::string{my_role, 'K'}) {
+      wait_name.substr(wait_name.size() - kSuffix) != std::string{my_role, 'A'}) {
     return -EINVAL;
   }
   std::string key = wait_name.substr(5, wait_name.size() - 5 - 3);
   char peer_role = my_role == 'c' ? 's' : 'c';
   my_wait_len_ = MakeAddress(key, my_role, 'A', &my_wait_addr_);
   peer_wait_len_ = MakeAddress(key, peer_role, 'A', &peer_wait_addr_);
-  peer_sink_len_ = MakeAddress(key, peer_role, 'K', &peer_sink_addr_);
+  peer_wake_name_ = std::string(1, peer_role) + key;
+  my_wake_name_ = std::string(1, my_role) + key;
   if (SetWaitSocket(wait_fd) != 0) return -EINVAL;
-  sink_fd_ = sink_fd;
   return 0;
 }
 
@@ -150,11 +183,13 @@ int Doorbell::SetWaitSocket(int fd) {
 }
 
 int Doorbell::RingPeer() const {
-  return SendWake(sink_fd_, peer_wait_addr_, peer_wait_len_);
+  char byte = 0;
+  return AsWakeResult(SendFromWakeSocket(&byte, 1, peer_wait_addr_, peer_wait_len_));
 }
 
 int Doorbell::RingSelf() const {
-  return SendWake(sink_fd_, my_wait_addr_, my_wait_len_);
+  char byte = 0;
+  return AsWakeResult(SendFromWakeSocket(&byte, 1, my_wait_addr_, my_wait_len_));
 }
 
 void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd()); }
@@ -162,15 +197,15 @@ void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd()); }
 int Doorbell::DeclineOffer(const std::string& key) {
   struct sockaddr_un to;
   socklen_t len = MakeAddress(key, 'c', 'K', &to);
-  int fd = sys::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -errno;
-  int rc = SendWake(fd, to, len);
-  sys::close(fd);
-  return rc;
+  char byte = 0;
+  return AsWakeResult(SendDatagram(-1, &byte, 1, to, len));
 }
 
-int Doorbell::WakePeerWatcher() const {
-  return SendWake(sink_fd_, peer_sink_addr_, peer_sink_len_);
+int Doorbell::WakePeerWatcher(pid_t peer_pid) const {
+  if (peer_pid <= 0) return -ECONNREFUSED;
+  struct sockaddr_un to;
+  socklen_t len = AbstractAddress(WakeSocketName(peer_pid), &to);
+  return SendFromWakeSocket(peer_wake_name_.data(), peer_wake_name_.size(), to, len);
 }
 
 int Doorbell::FillSendBuffer() const {
@@ -183,8 +218,8 @@ int Doorbell::FillSendBuffer() const {
     if (!(pfd.revents & POLLOUT)) return 0;
     char byte = 0;
     ssize_t n = sys::sendto(wait_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
-                         reinterpret_cast<const struct sockaddr*>(&peer_sink_addr_),
-                         peer_sink_len_);
+                            reinterpret_cast<const struct sockaddr*>(&peer_wait_addr_),
+                            peer_wait_len_);
     if (n < 0 && errno != EINTR) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
       return -errno;
@@ -193,9 +228,8 @@ int Doorbell::FillSendBuffer() const {
   return 0;
 }
 
-void Doorbell::DrainSink() const { DrainDatagrams(sink_fd_); }
-
-void Doorbell::ShutdownWaitSocket(int how) const {
+template <typename Use>
+void Doorbell::WithCheckedWaitSocket(Use use) const {
   int fd = wait_fd();
   if (fd < 0) return;
   // A duplicate for this moment: the application may close its number (or
@@ -204,11 +238,19 @@ void Doorbell::ShutdownWaitSocket(int how) const {
   // next socket() still gets the number it expects; where that range is
   // full, the number itself, after the same check.
   int dup = sys::DupPrivate(fd);
-  int use = dup >= 0 ? dup : fd;
+  int checked = dup >= 0 ? dup : fd;
   struct stat st;
-  if (::fstat(use, &st) == 0 && st.st_dev == wait_dev_ && st.st_ino == wait_ino_)
-    sys::shutdown(use, how);
+  if (::fstat(checked, &st) == 0 && st.st_dev == wait_dev_ && st.st_ino == wait_ino_)
+    use(checked);
   if (dup >= 0) sys::close(dup);
+}
+
+void Doorbell::DrainWakeupsChecked() const {
+  WithCheckedWaitSocket([](int fd) { DrainDatagrams(fd); });
+}
+
+void Doorbell::ShutdownWaitSocket(int how) const {
+  WithCheckedWaitSocket([how](int fd) { sys::shutdown(fd, how); });
 }
 
 void Doorbell::Close() {

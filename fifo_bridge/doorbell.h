@@ -1,16 +1,18 @@
 // Kernel-visible readiness for a shared-memory connection.
 //
-// Each side owns two unbound-peer Unix datagram sockets, bound to abstract
-// names derived from the connection key (so the peer can reach them by name,
-// and only inside the same network namespace):
-//   wait socket (A): the descriptor the application sees and polls.
-//       POLLIN  <=> a wake-up datagram is queued in A.
-//       POLLOUT <=> A has send-buffer room; "filler" datagrams that A sent to
-//                   the peer's sink and the peer has not drained yet use it up.
-//   sink (K):   receives the peer's filler; also the source of the wake-ups we
-//               send, so pending wake-ups never count against A's send buffer.
-//               A datagram in K wakes this process's watcher thread
-//               (WakePeerWatcher), never the application.
+// Each side owns one unbound-peer Unix datagram socket, its wait socket A,
+// bound to an abstract name derived from the connection key (so the peer
+// can reach it by name, and only inside the same network namespace).  A is
+// the descriptor the application sees and polls:
+//   POLLIN  <=> a datagram is queued in A: a wake-up, or the peer's filler.
+//   POLLOUT <=> A has send-buffer room; "filler" datagrams that A sent into
+//               the peer's A and the peer has not drained yet use it up.
+// Wake-ups are sent from this process's wake socket (ProcessWakeSocket),
+// so pending ones never count against A's send buffer; datagrams for the
+// peer's liveness watcher thread go to the peer process's wake socket, with
+// the peer side's name as payload.  So a side needs no socket but A.  A
+// client keeps one more, its sink K, only until the claim: the server's
+// decline goes there (DeclineOffer).
 // End of stream is shown the way the kernel shows it for TCP: A is shut down
 // for reading (readable for ever, POLLRDHUP) and, once neither direction can
 // carry data, for writing too (POLLHUP).  A duplicate of A taken for that
@@ -22,7 +24,10 @@
 // wake, never data.
 //
 // Threading: all methods are thread-safe at the kernel level; callers decide
-// when to call them (see shm_transport.h for the protocol).
+// when to call them (see shm_transport.h for the protocol).  Only A's
+// number is the application's: FillSendBuffer and DrainWakeups use it as
+// it stands (callers are inside a call on that descriptor), every other
+// method sends from a private socket or checks A's identity first.
 #ifndef VSOCKET_FIFO_BRIDGE_DOORBELL_H_
 #define VSOCKET_FIFO_BRIDGE_DOORBELL_H_
 
@@ -32,9 +37,19 @@
 
 #include <atomic>
 
+#include <sys/types.h>
+
 #include <string>
 
 namespace vsocket::fifo {
+
+// This process's wake socket (fifo_bridge/liveness_watcher.h creates it
+// and sets it here, -1 for none): doorbells send their wake-ups from it,
+// so its send buffer, not a connection's wait socket's, holds them until
+// the peer drains them.  Without one, each wake-up leaves from a socket
+// made for it.
+void SetProcessWakeSocket(int fd);
+int ProcessWakeSocket();
 
 class Doorbell {
  public:
@@ -43,23 +58,28 @@ class Doorbell {
   Doorbell& operator=(const Doorbell&) = delete;
   ~Doorbell();
 
-  // Creates and binds this side's wait socket and sink.  `key` names the
-  // connection; `my_role`/`peer_role` are 'c' or 's'.  Returns 0 or -errno
-  // (-EADDRINUSE when a name is taken).
+  // Creates and binds this side's wait socket and, for a client ('c'), its
+  // decline sink.  `key` names the connection; `my_role`/`peer_role` are
+  // 'c' or 's'.  Returns 0 or -errno (-EADDRINUSE when a name is taken).
   int Open(const std::string& key, char my_role, char peer_role);
 
-  // A doorbell handed over across exec: `wait_fd` and `sink_fd` must be Unix
-  // datagram sockets bound to this side's names of one connection
-  // ("vsk1/<key>/<my_role>A" and ".../<my_role>K"); the peer's names follow
-  // from the key.  Returns 0 (the doorbell now owns both descriptors) or
-  // -EINVAL (it owns neither).
-  int AdoptInherited(int wait_fd, int sink_fd, char my_role);
+  // A doorbell handed over across exec (claimed, so without a sink):
+  // `wait_fd` must be a Unix datagram socket bound to this side's name of
+  // one connection ("vsk1/<key>/<my_role>A"); the peer's names follow from
+  // the key.  Returns 0 (the doorbell now names it) or -EINVAL.
+  int AdoptInherited(int wait_fd, char my_role);
 
   // The wait socket.  The owner may move it to another descriptor number
   // (dup2) and report the new number with set_wait_fd.
   int wait_fd() const { return wait_fd_.load(std::memory_order_relaxed); }
   void set_wait_fd(int fd) { wait_fd_.store(fd, std::memory_order_relaxed); }
-  int sink_fd() const { return sink_fd_; }
+  // Client: the decline sink, which the caller owns from now on (it hands
+  // it to the liveness watcher); -1 if taken already or a server's.
+  int TakeDeclineSink() { int fd = sink_fd_; sink_fd_ = -1; return fd; }
+  // "<peer role><key>": what our datagrams to the peer's wake socket say.
+  const std::string& peer_wake_name() const { return peer_wake_name_; }
+  // "<my role><key>": what the peer's datagrams to our wake socket say.
+  const std::string& my_wake_name() const { return my_wake_name_; }
 
   // Queues one wake-up in the peer's wait socket.  A full queue means a
   // wake-up is already pending and counts as success.  Returns 0 or -errno
@@ -67,25 +87,31 @@ class Doorbell {
   int RingPeer() const;
   // Queues one wake-up in our own wait socket.
   int RingSelf() const;
-  // Queues one datagram in the peer's sink: its liveness watcher thread
-  // wakes and looks at the connection (drains our filler, notices a close),
-  // without making the peer's wait socket readable.
-  int WakePeerWatcher() const;
+  // Queues one datagram naming the peer's side in the wake socket of
+  // process `peer_pid`: its liveness watcher thread looks at the connection
+  // (drains our filler, notices a close) without making the peer's wait
+  // socket readable.  Returns 0 or -errno: -ECONNREFUSED (no such process,
+  // or one without a wake socket) and -EAGAIN (its queue is full) mean the
+  // caller must wake the peer's wait socket instead.
+  int WakePeerWatcher(pid_t peer_pid) const;
   // Empties our wait socket of wake-ups.
   void DrainWakeups() const;
 
   // Server, when it cannot claim the offer of connection `key` (another
   // user's segment, a setup failure): one datagram into the client's sink
   // from a socket of its own, so the client moves to TCP at once instead of
-  // at its claim timeout.  Before a claim the client's sink hears from
-  // nobody else.  Returns 0 or -errno (no such client: gone already).
+  // at its claim timeout.  The client's sink hears from nobody else.
+  // Returns 0 or -errno (no such client: gone already).
   static int DeclineOffer(const std::string& key);
 
-  // Sends filler to the peer's sink until our wait socket reports no
-  // POLLOUT.  Returns 0 or -errno (peer gone).
+  // Sends filler into the peer's wait socket until ours reports no
+  // POLLOUT (two datagrams).  The peer's DrainWakeups takes them with its
+  // wake-ups, which makes our wait socket writable again.  Returns 0 or
+  // -errno (the peer's wait socket is gone or shut down for reading).
   int FillSendBuffer() const;
-  // Empties our sink, which makes the peer's wait socket writable again.
-  void DrainSink() const;
+  // DrainWakeups through a private duplicate of A checked to be A, for a
+  // thread that is not inside a call on the descriptor (the watcher).
+  void DrainWakeupsChecked() const;
 
   // shutdown(2) of the wait socket itself, `how` = SHUT_RD (POLLRDHUP) or
   // SHUT_RDWR (POLLHUP too), through a private duplicate of wait_fd() taken
@@ -95,7 +121,7 @@ class Doorbell {
   // Close().
   void ShutdownWaitSocket(int how) const;
 
-  // Closes both sockets (idempotent).
+  // Closes the wait socket and a sink not taken (idempotent).
   // REQUIRES: no other thread is inside ShutdownWaitSocket().
   void Close();
 
@@ -104,8 +130,14 @@ class Doorbell {
   // ShutdownWaitSocket's check.  0 or -errno (fstat failed).
   int SetWaitSocket(int fd);
 
+  // Runs `use` on a private duplicate of A, if it is still A.
+  template <typename Use>
+  void WithCheckedWaitSocket(Use use) const;
+
   std::atomic<int> wait_fd_{-1};  // moved by the socket layer, any thread
-  int sink_fd_ = -1;
+  int sink_fd_ = -1;  // client until TakeDeclineSink
+  std::string peer_wake_name_;
+  std::string my_wake_name_;
   // The wait socket's identity, for ShutdownWaitSocket's check.
   dev_t wait_dev_ = 0;
   ino_t wait_ino_ = 0;
@@ -113,8 +145,6 @@ class Doorbell {
   socklen_t my_wait_len_ = 0;
   struct sockaddr_un peer_wait_addr_ {};
   socklen_t peer_wait_len_ = 0;
-  struct sockaddr_un peer_sink_addr_ {};
-  socklen_t peer_sink_len_ = 0;
 };
 
 }  // namespace vsocket::fifo

@@ -5,12 +5,17 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -19,9 +24,36 @@
 #include "vsocket/log.h"
 #include "vsocket/wait.h"
 #include "base/real_libc.h"
+#include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/rendezvous.h"
 
 namespace vsocket::fifo {
 namespace {
+
+// True on the watcher thread, which holds the watcher's mutex while it runs
+// targets' callbacks.
+thread_local bool tl_on_watcher_thread = false;
+
+// This process's wake socket (see liveness_watcher.h), or -1 if its name is
+// taken (a process of another pid namespace in this network namespace):
+// peers then wake our wait sockets instead, which costs a spurious wake-up.
+int OpenWakeSocket() {
+  int fd = sys::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_un addr;
+  socklen_t len = AbstractAddress(WakeSocketName(::getpid()), &addr);
+  if (sys::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), len) != 0) {
+    VSOCKET_LOG(kInfo, "no wake socket for this process: errno %d", errno);
+    sys::close(fd);
+    return -1;
+  }
+  // Every connection's pending wake-ups count against this one send
+  // buffer until their readers drain them: as large as the system allows
+  // (a send refused for room is retried from a socket of its own).
+  int size = 4 << 20;
+  sys::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  return sys::MovePrivate(fd);
+}
 
 class Watcher {
  public:
@@ -75,9 +107,36 @@ class Watcher {
 
   void Unwatch(int fd) {
     std::lock_guard<std::mutex> lock(mutex_);
-    sinks_.erase(fd);
-    if (targets_.erase(fd) && epoll_fd_ >= 0)
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    UnwatchLocked(fd);
+  }
+
+  void UnwatchAndClose(int fd) {
+    if (tl_on_watcher_thread) {
+      // Inside a callback, under our mutex: close once the callbacks of
+      // this round are done (the events array may still name fd).
+      closing_.push_back(fd);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    UnwatchLocked(fd);
+    sys::close(fd);
+  }
+
+  void WatchWakeName(const std::string& name, LivenessTarget* target) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!EnsureStarted()) return;
+    wake_names_[name] = target;
+  }
+
+  void UnwatchWakeName(const std::string& name, LivenessTarget* target) {
+    if (tl_on_watcher_thread) {
+      auto it = wake_names_.find(name);  // our mutex is held: see Run
+      if (it != wake_names_.end() && it->second == target) wake_names_.erase(it);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = wake_names_.find(name);
+    if (it != wake_names_.end() && it->second == target) wake_names_.erase(it);
   }
 
  private:
@@ -93,8 +152,14 @@ class Watcher {
       w.sinks_.clear();
       w.epoll_fd_ = -1;
       w.wake_fd_ = -1;  // the parent's: this child makes its own
+      // The parent's wake socket names the parent: the child binds its own
+      // and must not hold the parent's name past the parent's exit.
+      if (w.wake_sock_ >= 0) sys::close(w.wake_sock_);
+      w.wake_sock_ = -1;
+      SetProcessWakeSocket(-1);
+      w.closing_.clear();
       w.sleeping_until_ns_ = INT64_MAX;
-      bool deadlines = !w.deadlines_.empty();
+      bool deadlines = !w.deadlines_.empty() || !w.wake_names_.empty();
       for (auto& [fd, target] : inherited) {
         if (sinks.count(fd)) {
           w.WatchSinkFd(fd, target);
@@ -121,12 +186,21 @@ class Watcher {
       ev.data.fd = wake_fd_;
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
     }
+    wake_sock_ = OpenWakeSocket();
+    SetProcessWakeSocket(wake_sock_);
+    if (wake_sock_ >= 0) {
+      struct epoll_event ev = {};
+      ev.events = EPOLLIN;
+      ev.data.fd = wake_sock_;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_sock_, &ev);
+    }
     int epoll_fd = epoll_fd_;
     StartBackgroundThread([this, epoll_fd] { Run(epoll_fd); });
     return true;
   }
 
   void Run(int epoll_fd) {
+    tl_on_watcher_thread = true;
     struct epoll_event events[16];
     for (;;) {
       int n = sys::epoll_wait(epoll_fd, events, 16, NextTimeoutMs());
@@ -144,6 +218,10 @@ class Watcher {
           (void)ignored;
           continue;
         }
+        if (events[i].data.fd == wake_sock_) {
+          ReadWakes();
+          continue;
+        }
         auto it = targets_.find(events[i].data.fd);
         if (it == targets_.end()) continue;
         if (sinks_.count(it->first)) {
@@ -157,7 +235,49 @@ class Watcher {
           ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, it->first, &ev);
         }
       }
+      for (int fd : closing_) {
+        UnwatchLocked(fd);
+        sys::close(fd);
+      }
+      closing_.clear();
     }
+  }
+
+  // REQUIRES: mutex_ held.
+  void UnwatchLocked(int fd) {
+    sinks_.erase(fd);
+    if (targets_.erase(fd) && epoll_fd_ >= 0)
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  }
+
+  // Takes every datagram queued in the wake socket and calls OnPeerWake on
+  // the targets they name (once per target per round).  REQUIRES: mutex_.
+  void ReadWakes() {
+    constexpr unsigned kBatch = 16;
+    constexpr size_t kNameBytes = 256;  // "<role><key>": a key is < 100
+    static char bufs[kBatch][kNameBytes];  // the watcher thread's only
+    struct iovec iov[kBatch];
+    struct mmsghdr msgs[kBatch];
+    std::vector<LivenessTarget*> woken;
+    for (int round = 0; round < 64; ++round) {
+      std::memset(msgs, 0, sizeof(msgs));
+      for (unsigned i = 0; i < kBatch; ++i) {
+        iov[i] = {bufs[i], kNameBytes};
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+      }
+      int n = sys::recvmmsg(wake_sock_, msgs, kBatch, MSG_DONTWAIT, nullptr);
+      if (n < 0 && errno == EINTR) continue;
+      for (int i = 0; i < n; ++i) {
+        size_t len = std::min<size_t>(msgs[i].msg_len, kNameBytes);
+        auto it = wake_names_.find(std::string(bufs[i], len));
+        if (it != wake_names_.end() &&
+            std::find(woken.begin(), woken.end(), it->second) == woken.end())
+          woken.push_back(it->second);
+      }
+      if (n < static_cast<int>(kBatch)) break;
+    }
+    for (LivenessTarget* target : woken) target->OnPeerWake();
   }
 
   // Milliseconds until the nearest deadline (rounded up), or -1.
@@ -206,6 +326,9 @@ class Watcher {
   std::unordered_map<LivenessTarget*, int64_t> deadlines_;
   std::unordered_map<int, LivenessTarget*> targets_;
   std::unordered_map<int, bool> sinks_;  // fds registered with WatchSinkFd
+  int wake_sock_ = -1;  // this process's wake socket, or -1
+  std::unordered_map<std::string, LivenessTarget*> wake_names_;
+  std::vector<int> closing_;  // UnwatchAndClose from a callback
 };
 
 }  // namespace
@@ -213,6 +336,15 @@ class Watcher {
 void WatchLiveness(int fd, LivenessTarget* target) { Watcher::Get().Watch(fd, target); }
 void UnwatchLiveness(int fd) { Watcher::Get().Unwatch(fd); }
 void WatchSink(int fd, LivenessTarget* target) { Watcher::Get().WatchSinkFd(fd, target); }
+void UnwatchAndClose(int fd) { Watcher::Get().UnwatchAndClose(fd); }
+void WatchWakes(const std::string& name, LivenessTarget* target) {
+  Watcher::Get().WatchWakeName(name, target);
+}
+void UnwatchWakes(const std::string& name, LivenessTarget* target) {
+  Watcher::Get().UnwatchWakeName(name, target);
+}
+bool OnWatcherThread() { return tl_on_watcher_thread; }
+
 void WatchDeadline(LivenessTarget* target, int64_t deadline_ns) {
   Watcher::Get().SetDeadline(target, deadline_ns);
 }

@@ -6,12 +6,26 @@
 // costs nothing while connections are healthy; it starts with the first
 // watched connection.  After fork() the child starts its own.
 //
-// Thread safety: Watch/Unwatch may be called from any thread.  Unwatch
-// returns only when the watcher no longer uses the target.
+// It also owns this process's wake socket: a Unix datagram socket bound to
+// the abstract name "vsk1/P/<pid>" (rendezvous.h: WakeSocketName), where a peer process
+// sends a datagram naming one of our connections ("<role><key>") when that
+// connection needs a look while our application may sleep (a hang-up, a
+// filler to drain, a move to TCP).  It is also the socket the doorbells
+// send their wake-ups from (doorbell.h: ProcessWakeSocket), open until the
+// process execs or forks (the child closes the parent's, binds its own).  One socket per process instead of one
+// per connection; docs/PROTOCOL.md, section 3.
+//
+// Thread safety: Watch/Unwatch may be called from any thread, but not
+// while holding a lock that a target's callback takes (the thread calls
+// them holding the watcher's mutex).  Unwatch returns only when the watcher
+// no longer uses the target.
 #ifndef VSOCKET_FIFO_BRIDGE_LIVENESS_WATCHER_H_
 #define VSOCKET_FIFO_BRIDGE_LIVENESS_WATCHER_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <string>
 
 namespace vsocket::fifo {
 
@@ -23,6 +37,9 @@ class LivenessTarget {
   virtual bool OnLivenessEvent() = 0;
   // Called on the watcher thread when a datagram arrived in a watched sink.
   virtual void OnSinkEvent() {}
+  // Called on the watcher thread when a datagram in the wake socket named
+  // this target (WatchWakes).
+  virtual void OnPeerWake() {}
   // Called on the watcher thread once the deadline set with WatchDeadline
   // has passed (the deadline is then forgotten).  Returns the next deadline
   // to be called at (a periodic check), or 0 for none.  Must not call
@@ -37,6 +54,26 @@ void UnwatchLiveness(int fd);
 // Edge-triggered: OnSinkEvent() runs once per burst of arrivals on `fd`.
 // REQUIRES: fd stays open until UnwatchLiveness(fd) returns.
 void WatchSink(int fd, LivenessTarget* target);
+
+// Closes `fd` after unwatching it.  From any thread, including the watcher
+// thread inside a callback (the close then happens when the callback has
+// returned).  REQUIRES: fd was registered with WatchSink or WatchLiveness,
+// and nobody else closes it.
+void UnwatchAndClose(int fd);
+
+// Datagrams in this process's wake socket whose payload is `name` call
+// target->OnPeerWake() (spurious ones too: a hostile local process can send
+// any name).  Starts the watcher, and so binds the wake socket.
+// REQUIRES: target stays alive until UnwatchWakes(name) returns.
+void WatchWakes(const std::string& name, LivenessTarget* target);
+// Forgets `name` if it is still `target`'s (a new connection of the same
+// name may have taken it since).
+void UnwatchWakes(const std::string& name, LivenessTarget* target);
+
+// True on the watcher thread (inside a target's callback).
+bool OnWatcherThread();
+
+
 
 // Calls target->OnDeadline() on the watcher thread at `deadline_ns`
 // (MonotonicNs), even while no application thread enters vsocket (a

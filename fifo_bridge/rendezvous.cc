@@ -160,4 +160,8 @@ bool IsLocalAddress(const Endpoint& dst, int family) {
   return local;
 }
 
+std::string WakeSocketName(pid_t pid) {
+  return "vsk1/P/" + std::to_string(static_cast<long>(pid));
+}
+
 }  // namespace vsocket::fifo

@@ -35,6 +35,10 @@ bool EndpointFromSockaddr(const struct sockaddr* addr, socklen_t len,
 // (markers, doorbells, offer hand-outs) is one of these.
 socklen_t AbstractAddress(const std::string& name, struct sockaddr_un* addr);
 
+// "vsk1/P/<pid>": the abstract name of process `pid`'s wake socket
+// (fifo_bridge/liveness_watcher.h).
+std::string WakeSocketName(pid_t pid);
+
 // File- and socket-name-safe key of one connection.
 std::string ConnectionKey(const Endpoint& server, uint16_t client_port);
 

@@ -63,6 +63,10 @@ ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
 }
 
 void ShmTransport::BeginCall(StreamCall& call) {
+  // A client's first call after the claim: the decline sink has no more
+  // use (no side lock is held here, as CloseDeclineSink requires).
+  if (decline_sink_.load(std::memory_order_relaxed) >= 0 && IsClaimed())
+    CloseDeclineSink();
   if (!call.sending && !call.nonblocking && call.spin_ns > 0) {
     call.transport_state = kSpinOpen;
   }

@@ -6,7 +6,8 @@
 //  - descriptors without FD_CLOEXEC survive: the wait socket (the user's),
 //    and, once the exporter clears their flag, the segment file, the
 //    SideState memfd (sealed segments only; others keep the SideState in
-//    the segment's slot), the sink and the liveness TCP socket;
+//    the segment's slot) and the liveness TCP socket (a client's decline
+//    sink is useless after the claim and dies with the old image);
 //  - mappings, threads and this process's memory do not: the new image maps
 //    the segment and the SideState again from those descriptors;
 //  - robust mutexes held by threads that exec kills are released by the
@@ -63,15 +64,14 @@ int MakePrivate(int fd) {
 
 bool ShmTransport::CanHandOver() {
   return !revoked() && IsClaimed() && segment_ && segment_->fd() >= 0 &&
-         (side_in_segment_ || side_fd_ >= 0) && doorbell_->sink_fd() >= 0 &&
-         doorbell_->wait_fd() >= 0 && tcp_fd_ >= 0;
+         (side_in_segment_ || side_fd_ >= 0) && doorbell_->wait_fd() >= 0 &&
+         tcp_fd_ >= 0;
 }
 
 ShmTransport::InheritedFds ShmTransport::inherited_fds() const {
   InheritedFds fds;
   fds.segment = segment_ ? segment_->fd() : -1;
   fds.side = side_fd_;
-  fds.sink = doorbell_->sink_fd();
   fds.tcp = tcp_fd_;
   return fds;
 }
@@ -82,8 +82,8 @@ bool ShmTransport::DescribeForExec(std::vector<std::string>* fields,
   InheritedFds fds = inherited_fds();
   *fields = {role_ == Role::kClient ? "c" : "s", std::to_string(fds.segment),
              fds.side >= 0 ? std::to_string(fds.side) : "-",
-             std::to_string(fds.sink), std::to_string(fds.tcp)};
-  *keep_fds = {fds.segment, fds.sink, fds.tcp};
+             std::to_string(fds.tcp)};
+  *keep_fds = {fds.segment, fds.tcp};
   if (fds.side >= 0) keep_fds->push_back(fds.side);
   return true;
 }
@@ -104,13 +104,12 @@ void ShmTransport::AfterFailedExec() {
 
 bool ShmTransport::ParseExecFields(const std::vector<std::string>& f,
                                    Role* role, InheritedFds* fds) {
-  if (f.size() != 5 || (f[0] != "c" && f[0] != "s")) return false;
+  if (f.size() != 4 || (f[0] != "c" && f[0] != "s")) return false;
   *role = f[0] == "c" ? Role::kClient : Role::kServer;
   fds->side = -1;
   return ParseDescriptorNumber(f[1], &fds->segment) &&
          (f[2] == "-" || ParseDescriptorNumber(f[2], &fds->side)) &&
-         ParseDescriptorNumber(f[3], &fds->sink) &&
-         ParseDescriptorNumber(f[4], &fds->tcp);
+         ParseDescriptorNumber(f[3], &fds->tcp);
 }
 
 std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
@@ -118,7 +117,6 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
   bool side_in_segment = fds.side < 0;
   if (!IsRegularFile(fds.segment) ||
       (!side_in_segment && !IsRegularFile(fds.side)) ||
-      !IsSocket(fds.sink, SOCK_DGRAM, false) ||
       !IsSocket(fds.tcp, SOCK_STREAM, true) ||
       !IsSocket(user_fd, SOCK_DGRAM, false)) {
     *why = "a descriptor is not of the kind described";
@@ -126,7 +124,6 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
   }
   // From here on the private descriptors are ours.
   int side_fd = side_in_segment ? -1 : MakePrivate(fds.side);
-  int sink_fd = MakePrivate(fds.sink);
   int tcp_fd = MakePrivate(fds.tcp);
   struct sockaddr_storage peer;
   socklen_t peer_len = sizeof(peer);
@@ -137,7 +134,6 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
     *why = what;
     if (side && !side_in_segment) DestroySideState(side, -1);
     if (side_fd >= 0) sys::close(side_fd);
-    if (doorbell->sink_fd() < 0) sys::close(sink_fd);
     doorbell->set_wait_fd(-1);  // the user's: never closed here
     sys::close(tcp_fd);
     return nullptr;
@@ -154,9 +150,8 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
     side = MapInheritedSideState(side_fd);
     if (!side) return fail("the side state is not a sealed page");
   }
-  if (doorbell->AdoptInherited(user_fd, sink_fd,
-                               role == Role::kClient ? 'c' : 's') != 0)
-    return fail("the wait socket and sink are not one connection's");
+  if (doorbell->AdoptInherited(user_fd, role == Role::kClient ? 'c' : 's') != 0)
+    return fail("the wait socket is not a connection's");
   if (sys::getpeername(tcp_fd, reinterpret_cast<struct sockaddr*>(&peer),
                        &peer_len) != 0)
     return fail("the liveness TCP socket is not connected");
@@ -166,7 +161,8 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
                tcp_fd, /*claim_deadline_ns=*/0, /*claimed=*/true);
   WatchLiveness(tcp_fd, t.get());
   t->watched_ = true;
-  WatchSink(sink_fd, t.get());
+  WatchWakes(t->doorbell_->my_wake_name(), t.get());
+  t->wakes_watched_ = true;
   // No thread of this image spins yet; a dead thread's count may linger, so
   // ask for wake-ups regardless.  Then the AfterClaim() sequence: a pending
   // flag whose datagram was lost with a dead thread must not stay set.

@@ -136,7 +136,7 @@ bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
       LiftPeerWriterBlock();
       tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
       doorbell_->RingPeer();
-      doorbell_->WakePeerWatcher();
+      WakePeerWatcher();
       segment_->Unlink();
       reason_.store(reason, std::memory_order_release);
       CountMove(RetireHere(reason), reason,

@@ -262,6 +262,8 @@ class ShmTransportProvider final : public TransportProvider {
     const SharingPolicy& sharing = GetSharingPolicy();
     if (!sharing.Allows(probe.uid)) return {FallbackReason::kUidMismatch, true};
 
+    // Sinks of connections claimed since the last offer leave the budget.
+    ShmTransport::CloseClaimedDeclineSinks();
     // The budget, the segment and the doorbell read the limit once.
     sys::NofileLimitSnapshot nofile_limit;
     FallbackReason over_budget = FallbackReason::kNone;
@@ -333,7 +335,7 @@ class ShmTransportProvider final : public TransportProvider {
     ShmTransport::Role role;
     ShmTransport::InheritedFds inherited;
     if (!ShmTransport::ParseExecFields(fields, &role, &inherited)) return false;
-    *fds = {inherited.segment, inherited.sink, inherited.tcp};
+    *fds = {inherited.segment, inherited.tcp};
     if (inherited.side >= 0) fds->push_back(inherited.side);
     return true;
   }

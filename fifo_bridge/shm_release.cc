@@ -46,7 +46,7 @@ void ShmTransport::Release() {
       // stream's reader gone) has nobody left to wake: its watcher would
       // only take its mutex from its own closing thread.
       if (!(tx_->flags.load(std::memory_order_seq_cst) & kConsumerClosed)) {
-        doorbell_->WakePeerWatcher();  // first: it raises the peer's hang-up
+        WakePeerWatcher();  // first: it raises the peer's hang-up
         doorbell_->RingPeer();
       }
       // The ring carries the end of the stream; the liveness connection
@@ -78,7 +78,9 @@ void ShmTransport::Release() {
   if (last) segment_->Unlink();
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;
-  if (doorbell_->sink_fd() >= 0) UnwatchLiveness(doorbell_->sink_fd());
+  CloseDeclineSink();
+  if (wakes_watched_) UnwatchWakes(doorbell_->my_wake_name(), this);
+  wakes_watched_ = false;
   // The user's descriptor is closed by the socket layer, not here.
   if (!revoked()) doorbell_->set_wait_fd(-1);
   doorbell_->Close();

@@ -189,6 +189,7 @@ int64_t ShmTransport::OnDeadline() {
     }
     return NextUnclaimedLook(now);
   }
+  CloseDeclineSink();  // claimed, or revoked by another holder
   return TrimIdleRing();
 }
 
@@ -233,8 +234,8 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
                      side_->head);
   if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
   RetireHere(reason);
-  // The sink stays open until Release(): it is registered with the watcher,
-  // and this may run on the watcher thread itself.
+  // The decline sink is closed outside the side locks (CloseDeclineSink),
+  // at the latest by Release().
   segment_->Unlink();
   reason_.store(reason, std::memory_order_release);
   side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);

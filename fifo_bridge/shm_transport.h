@@ -51,14 +51,14 @@ class ShmTransport final : public Transport,
   // Takes ownership of everything.  `tcp_fd` is the liveness connection (not
   // the user's descriptor).  For a client, the offer is still unclaimed.
   // Returns nullptr with errno on failure (nothing is released then).
-  // A server's transport is watched (sink) from here on; a client's only
-  // after StartWatching().
+  // A server's transport is watched (peer wakes) from here on; a client's
+  // only after StartWatching().
   static std::unique_ptr<ShmTransport> Create(
       Role role, std::unique_ptr<ShmSegment> segment,
       std::unique_ptr<Doorbell> doorbell, int tcp_fd,
       int64_t claim_deadline_ns);
   // Client: hands the transport to the liveness watcher (TCP liveness, the
-  // claim deadline, the sink).  REQUIRES: set_user_fd() was called: the
+  // claim deadline, the decline sink, peer wakes).  REQUIRES: set_user_fd() was called: the
   // watcher may revoke the offer at once and put the TCP socket on the
   // user's number (RetireHere), which it must find there.
   void StartWatching();
@@ -134,7 +134,6 @@ class ShmTransport final : public Transport,
   struct InheritedFds {
     int segment = -1;  // the segment file (ShmSegment::fd())
     int side = -1;     // the SideState memfd; -1: in the segment's slot
-    int sink = -1;     // the doorbell's sink
     int tcp = -1;      // the liveness TCP connection
   };
   Role role() const { return role_; }
@@ -142,7 +141,7 @@ class ShmTransport final : public Transport,
   // revoked, and every private descriptor exists.
   bool CanHandOver();
   InheritedFds inherited_fds() const;
-  // Transport's exec hooks.  Fields: <c|s>,<segment>,<side>,<sink>,<tcp>,
+  // Transport's exec hooks.  Fields: <c|s>,<segment>,<side>,<tcp>,
   // where <side> is "-" when the SideState is in the segment's slot.
   bool DescribeForExec(std::vector<std::string>* fields,
                        std::vector<int>* keep_fds) override;
@@ -159,12 +158,12 @@ class ShmTransport final : public Transport,
     trim_scheduled_ = false;  // the parent's watcher had the look
   }
   // In the new image: rebuilds this side from inherited descriptors and
-  // re-watches its liveness connection and sink.  `user_fd` is the wait
+  // re-watches its liveness connection and peer wakes.  `user_fd` is the wait
   // socket, which the transport names but never closes.  Descriptors not of
-  // the kind `fds` says (a regular file, a Unix datagram socket, a TCP
-  // socket) are left alone and nullptr is returned; past that check the
-  // four private descriptors belong to the transport, or are closed if a
-  // deeper check fails.  *why says what failed.
+  // the kind `fds` says (a regular file, a TCP socket) are left alone and
+  // nullptr is returned; past that check the private descriptors belong
+  // to the transport, or are closed if a deeper check fails.  *why says
+  // what failed.
   static std::unique_ptr<ShmTransport> AdoptInherited(Role role, int user_fd,
                                                       const InheritedFds& fds,
                                                       const char** why);
@@ -178,9 +177,12 @@ class ShmTransport final : public Transport,
 
   // Liveness watcher thread: the TCP connection reported EOF or an error.
   bool OnLivenessEvent() override;
-  // Watcher thread: the peer asked us to drain its filler (see
-  // BlockOurWrites), or closed/reset its side (see UpdateHangup).
-  // Before the claim (client): the server's decline (Doorbell::DeclineOffer).
+  // Watcher thread: a datagram naming us in the wake socket.  The peer
+  // asked us to drain its filler (see BlockOurWrites), or closed/reset its
+  // side (see UpdateHangup), or moved to TCP.
+  void OnPeerWake() override;
+  // Watcher thread, client: a datagram in the decline sink.  Before the
+  // claim, only the server's decline (Doorbell::DeclineOffer).
   void OnSinkEvent() override;
   // Watcher thread.  Client before the claim: the claim deadline passed
   // while no call came to look (the application sleeps in poll/epoll with
@@ -312,6 +314,23 @@ class ShmTransport final : public Transport,
   // The writer's block threshold: a quarter of the window.
   uint64_t BlockThreshold() const { return producer_->window() / 4; }
   void NotifyReader();          // after publishing into tx
+  // Asks the peer's watcher thread to look at the connection (the peer's
+  // pid from the header, untrusted: a wrong one wakes nobody of ours).
+  // false when it could not be asked (no such process, its queue full):
+  // the caller then wakes the peer's wait socket.
+  bool WakePeerWatcher();
+  // Client: closes the decline sink once the claim made it useless (or at
+  // release).  Not while holding a side lock (it takes the watcher's
+  // mutex).  Idempotent.
+  void CloseDeclineSink();
+ public:
+  // Client, before a new offer (an application thread holding no lock):
+  // closes the decline sinks of this process's connections claimed since,
+  // so a burst of connects does not hold one sink per connection until
+  // each is next used or looked at (every 100 ms).
+  static void CloseClaimedDeclineSinks();
+
+ private:
   void SignalSelf();            // make our wait socket readable
   void AfterConsume(bool force_drain);
   // Drains our wait socket's wake-ups and clears kReaderPending (after any
@@ -355,6 +374,10 @@ class ShmTransport final : public Transport,
   int tcp_fd_ = -1;
   int64_t claim_deadline_ns_ = 0;
   pid_t listener_pid_ = 0;  // client: 0 = unknown (no look)
+  // Client, from StartWatching until the claim is seen: the doorbell's
+  // decline sink, owned here and watched (CloseDeclineSink).
+  std::atomic<int> decline_sink_{-1};
+  bool wakes_watched_ = false;  // WatchWakes(my wake name)
   std::atomic<bool> claimed_{false};
   bool watched_ = false;  // registered with the liveness watcher
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};

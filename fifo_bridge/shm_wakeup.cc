@@ -94,7 +94,13 @@ void ShmTransport::AfterConsume(bool force_drain) {
 
 void ShmTransport::DrainOwnWakeups() {
   AwaitRingers(rx_);
-  doorbell_->DrainWakeups();
+  // The watcher thread is inside no call on the descriptor, whose number
+  // the application may close or reuse meanwhile.
+  if (OnWatcherThread()) {
+    doorbell_->DrainWakeupsChecked();
+  } else {
+    doorbell_->DrainWakeups();
+  }
   rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
 }
 
@@ -120,8 +126,24 @@ void ShmTransport::LiftPeerWriterBlock() {
   if (static_cast<uint64_t>(available) > limit) return;
   if (rx_->writer_wake.fetch_and(~kWriterBlocked, std::memory_order_seq_cst) &
       kWriterBlocked) {
-    doorbell_->DrainSink();
+    // The peer's filler sits in our wait socket with our wake-ups: drain
+    // them all, then ring ourselves if the socket must stay readable.
+    DrainOwnWakeups();
+    if (consumer_->Available() != 0 ||
+        (rx_->flags.load(std::memory_order_acquire) & (kProducerClosed | kReset)) ||
+        (side_->local_flags.load(std::memory_order_acquire) &
+         (kLocalPeerGone | kLocalReset | kLocalShutRead))) {
+      SignalSelf();
+    }
   }
+}
+
+bool ShmTransport::WakePeerWatcher() {
+  const SegmentHeader* header = segment_->header();
+  uint32_t pid = __atomic_load_n(
+      role_ == Role::kClient ? &header->server_pid : &header->client_pid,
+      __ATOMIC_RELAXED);
+  return doorbell_->WakePeerWatcher(static_cast<pid_t>(pid)) == 0;
 }
 
 void ShmTransport::BlockOurWrites() {
@@ -134,9 +156,13 @@ void ShmTransport::BlockOurWrites() {
   int64_t free_bytes = producer_->FreeSpaceNow();
   if (free_bytes >= 0 && static_cast<uint64_t>(free_bytes) >= window - lift) {
     // The consumer freed space concurrently and may have missed the flag:
-    // ask its watcher thread to drain our filler.  (Waking its wait socket
-    // instead would report POLLIN on a possibly empty ring.)
-    doorbell_->WakePeerWatcher();
+    // ask its watcher thread to drain our filler.  (Our filler already
+    // makes its wait socket readable; only if its watcher cannot be asked
+    // do we add a wake-up it will drain, with kReaderPending.)
+    if (!WakePeerWatcher() && BeginRinging(tx_)) {
+      doorbell_->RingPeer();
+      EndRinging(tx_);
+    }
   }
 }
 
@@ -172,14 +198,16 @@ void ShmTransport::UpdateHangup() {
 }
 
 void ShmTransport::OnSinkEvent() {
-  if (role_ == Role::kClient && !claimed_.load(std::memory_order_acquire) &&
-      !IsClaimed()) {
-    // Nobody but the server writes to our sink, and before a claim it
-    // only declines.
-    doorbell_->DrainSink();
+  // Nobody but the server writes to our sink, and before a claim it only
+  // declines.  Either way the sink has done its work.
+  if (role_ == Role::kClient && !IsClaimed())
     MaybeRevoke(true, FallbackReason::kClaimDeclined);
-    return;
-  }
+  CloseDeclineSink();
+}
+
+void ShmTransport::OnPeerWake() {
+  if (!IsClaimed()) return;  // spurious: the peer wakes us only after it
+  CloseDeclineSink();
   if (PeerMovedToTcp()) {
     FollowPeerToTcp();
     return;
@@ -218,7 +246,7 @@ void ShmTransport::ResetConnection(const char* why) {
   rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
   tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
   if (IsClaimed()) {
-    doorbell_->WakePeerWatcher();  // first: it raises the peer's hang-up
+    WakePeerWatcher();  // first: it raises the peer's hang-up
     doorbell_->RingPeer();
   }
   doorbell_->RingSelf();

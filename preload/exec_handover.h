@@ -11,9 +11,9 @@
 //          provider's name, the fields its Transport::DescribeForExec()
 //          wrote, and the application's numbers for it, the first of which
 //          becomes Transport::user_fd().  Shared memory (fifo_bridge/):
-//          shm,<c|s>,<segment>,<side>,<sink>,<tcp>,<fds>: the role and its
-//          four private descriptors (segment file, SideState memfd,
-//          doorbell sink, liveness TCP socket);
+//          shm,<c|s>,<segment>,<side>,<tcp>,<fds>: the role and its
+//          private descriptors (segment file, SideState memfd or "-",
+//          liveness TCP socket);
 //          listen,<marker|-1>,<fd>[+<fd>...]
 //          a listening virtual socket and its listener marker.
 //
@@ -41,8 +41,8 @@
 // Who owns which descriptor: the application's numbers are the
 // application's, before and after.  In the old image the private ones stay
 // owned by the objects that own them anyway (ShmSegment: the segment file;
-// ShmTransport: the SideState memfd and the liveness TCP socket; Doorbell:
-// the sink; VirtualSocket: a listener's marker); ExecExport only flips
+// ShmTransport: the SideState memfd and the liveness TCP socket;
+// VirtualSocket: a listener's marker); ExecExport only flips
 // their FD_CLOEXEC, and the kernel carries them into the new image, where
 // ShmTransport::AdoptInherited (or, for a marker, the adopted
 // VirtualSocket) takes them over, and closes those of an entry that fails

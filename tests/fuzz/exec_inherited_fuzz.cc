@@ -77,8 +77,8 @@ void CheckText(const std::string& text) {
     fifo::ShmTransport::Role role;
     fifo::ShmTransport::InheritedFds inherited;
     if (fifo::ShmTransport::ParseExecFields(e.fields, &role, &inherited)) {
-      FUZZ_CHECK(e.fields.size() == 5);
-      for (int fd : {inherited.segment, inherited.sink, inherited.tcp})
+      FUZZ_CHECK(e.fields.size() == 4);
+      for (int fd : {inherited.segment, inherited.tcp})
         FUZZ_CHECK(fd >= 0 && fd < kMaxFd);
       // "-": the side state is in the segment's slot; otherwise a number.
       if (e.fields[2] == "-") {

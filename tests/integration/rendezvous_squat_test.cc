@@ -370,10 +370,12 @@ FloodOutcome FloodDoorbells(const std::vector<std::string>& names) {
   return o;
 }
 
-// Into both wait sockets and the server's sink: they cost wake-ups, nothing
-// more; the connection stays on shared memory, every byte intact.
+// Into both wait sockets: they cost wake-ups (and, while a stranger keeps a
+// wait socket's queue full, a blocked writer's filler does not fit, so its
+// descriptor stays writable and it looks again rather than sleeps),
+// nothing more; the connection stays on shared memory, every byte intact.
 TEST(RendezvousSquat, StrangersDatagramsIntoTheDoorbellsChangeNothing) {
-  FloodOutcome o = FloodDoorbells({"cA", "sA", "sK"});
+  FloodOutcome o = FloodDoorbells({"cA", "sA"});
   EXPECT_STREQ(o.client.error, "");
   EXPECT_STREQ(o.server.error, "");
   EXPECT_TRUE(o.client.ok && o.server.ok) << "echo intact";

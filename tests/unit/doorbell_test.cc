@@ -1,5 +1,6 @@
 // Doorbell: wake-ups make the wait socket readable; filler makes it
-// unwritable until the peer drains its sink; a vanished peer is reported.
+// unwritable until the peer drains its wait socket; a vanished peer is
+// reported; only a client has a sink.
 #include "fifo_bridge/doorbell.h"
 
 #include <errno.h>
@@ -23,11 +24,16 @@ std::string UniqueKey(const char* name) {
   return std::string("test-") + name + "-" + std::to_string(::getpid());
 }
 
+// Both sides' doorbells of one connection, named after `name`.
+void OpenBoth(const char* name, Doorbell* client, Doorbell* server) {
+  std::string key = UniqueKey(name);
+  ASSERT_EQ(client->Open(key, 'c', 's'), 0);
+  ASSERT_EQ(server->Open(key, 's', 'c'), 0);
+}
+
 TEST(DoorbellTest, RingPeerMakesPeerReadable) {
-  std::string key = UniqueKey("ring");
   Doorbell client, server;
-  ASSERT_EQ(client.Open(key, 'c', 's'), 0);
-  ASSERT_EQ(server.Open(key, 's', 'c'), 0);
+  OpenBoth("ring", &client, &server);
   EXPECT_FALSE(Events(server.wait_fd()) & POLLIN);
   EXPECT_EQ(client.RingPeer(), 0);
   EXPECT_TRUE(Events(server.wait_fd()) & POLLIN);
@@ -38,16 +44,60 @@ TEST(DoorbellTest, RingPeerMakesPeerReadable) {
 }
 
 TEST(DoorbellTest, FillerClearsPollOutUntilPeerDrains) {
-  std::string key = UniqueKey("fill");
   Doorbell client, server;
-  ASSERT_EQ(client.Open(key, 'c', 's'), 0);
-  ASSERT_EQ(server.Open(key, 's', 'c'), 0);
+  OpenBoth("fill", &client, &server);
   EXPECT_TRUE(Events(client.wait_fd()) & POLLOUT);
   ASSERT_EQ(client.FillSendBuffer(), 0);
   EXPECT_FALSE(Events(client.wait_fd()) & POLLOUT);
   EXPECT_FALSE(Events(client.wait_fd()) & POLLIN);  // filler is not a wake-up
-  server.DrainSink();
+  // The filler waits in the peer's wait socket (which a blocked writer's
+  // consumer has data in anyway) until the peer drains it.
+  EXPECT_TRUE(Events(server.wait_fd()) & POLLIN);
+  server.DrainWakeups();
   EXPECT_TRUE(Events(client.wait_fd()) & POLLOUT);
+  ASSERT_EQ(client.FillSendBuffer(), 0);
+  EXPECT_FALSE(Events(client.wait_fd()) & POLLOUT);
+  server.DrainWakeupsChecked();
+  EXPECT_TRUE(Events(client.wait_fd()) & POLLOUT);
+}
+
+TEST(DoorbellTest, PendingWakeUpsLeaveTheWaitSocketWritable) {
+  // Wake-ups leave from the process's wake socket (or a socket of their
+  // own), never from the wait socket: however many the peer leaves
+  // unread, ours stays writable.
+  Doorbell client, server;
+  OpenBoth("pending", &client, &server);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(client.RingPeer(), 0);
+  EXPECT_TRUE(Events(client.wait_fd()) & POLLOUT);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(client.RingSelf(), 0);
+  EXPECT_TRUE(Events(client.wait_fd()) & POLLOUT);
+}
+
+TEST(DoorbellTest, OnlyAClientHasADeclineSink) {
+  Doorbell client, server;
+  OpenBoth("sink", &client, &server);
+  std::string key = UniqueKey("sink");
+  EXPECT_EQ(server.TakeDeclineSink(), -1);
+  int sink = client.TakeDeclineSink();
+  ASSERT_GE(sink, 0);
+  EXPECT_EQ(client.TakeDeclineSink(), -1);
+  EXPECT_FALSE(Events(sink) & POLLIN);
+  EXPECT_EQ(Doorbell::DeclineOffer(key), 0);
+  EXPECT_TRUE(Events(sink) & POLLIN);
+  EXPECT_FALSE(Events(client.wait_fd()) & POLLIN);  // not the application's
+  ::close(sink);
+  EXPECT_EQ(Doorbell::DeclineOffer(key), -ECONNREFUSED);
+}
+
+TEST(DoorbellTest, PeerWatcherWakeNamesThePeerSide) {
+  // A datagram to a process's wake socket carries "<peer role><key>".
+  std::string key = UniqueKey("watcher");
+  Doorbell client;
+  ASSERT_EQ(client.Open(key, 'c', 's'), 0);
+  EXPECT_EQ(client.peer_wake_name(), "s" + key);
+  EXPECT_EQ(client.my_wake_name(), "c" + key);
+  // No process has pid 0's name, nor a negative one.
+  EXPECT_EQ(client.WakePeerWatcher(0), -ECONNREFUSED);
 }
 
 TEST(DoorbellTest, NameInUseIsReported) {

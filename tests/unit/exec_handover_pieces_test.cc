@@ -129,17 +129,18 @@ TEST(ExecHandoverPiecesTest, DoorbellIsRebuiltFromItsBoundSockets) {
   ASSERT_EQ(client.Open(key, 'c', 's'), 0);
   ASSERT_EQ(server.Open(key, 's', 'c'), 0);
   int wait_copy = ::dup(server.wait_fd());
-  int sink_copy = ::dup(server.sink_fd());
+  int sink = client.TakeDeclineSink();
+  ASSERT_GE(sink, 0);
   {
     Doorbell wrong_role;
-    EXPECT_EQ(wrong_role.AdoptInherited(wait_copy, sink_copy, 'c'), -EINVAL);
-    Doorbell swapped;
-    EXPECT_EQ(swapped.AdoptInherited(sink_copy, wait_copy, 's'), -EINVAL);
-    Doorbell mixed;  // the client's sink with the server's wait socket
-    EXPECT_EQ(mixed.AdoptInherited(wait_copy, client.sink_fd(), 's'), -EINVAL);
+    EXPECT_EQ(wrong_role.AdoptInherited(wait_copy, 'c'), -EINVAL);
+    Doorbell not_a_wait_socket;  // the client's sink
+    EXPECT_EQ(not_a_wait_socket.AdoptInherited(sink, 'c'), -EINVAL);
   }
+  ::close(sink);
   Doorbell adopted;
-  ASSERT_EQ(adopted.AdoptInherited(wait_copy, sink_copy, 's'), 0);
+  ASSERT_EQ(adopted.AdoptInherited(wait_copy, 's'), 0);
+  EXPECT_EQ(adopted.my_wake_name(), "s" + key);
   // It reaches the peer by name, and the peer reaches it.
   ASSERT_EQ(adopted.RingPeer(), 0);
   struct pollfd pfd = {client.wait_fd(), POLLIN, 0};

@@ -351,8 +351,8 @@ static void scenario_hostile(void) {
     static char var[128];
     int n = 0;
     for (char** e = environ; *e && n < 253; ++e) env[n++] = *e;
-    /* the private descriptors are a file, stderr and /dev/null */
-    snprintf(var, sizeof(var), "VSOCKET_INHERITED=1;shm,s,1,2,0,%d,%d", c, s);
+    /* the private descriptors are a file, stderr and the client's end */
+    snprintf(var, sizeof(var), "VSOCKET_INHERITED=1;shm,s,1,2,%d,%d", c, s);
     env[n++] = var;
     env[n] = NULL;
     char arg[16];

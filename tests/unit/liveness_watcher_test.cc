@@ -1,0 +1,169 @@
+// The liveness watcher's wake socket: one per process, bound to
+// "vsk1/P/<pid>"; a datagram naming a watched target calls its OnPeerWake,
+// doorbells send their wake-ups from it, a forked child binds its own, and
+// a callback may close the descriptor it is called for.
+#include "fifo_bridge/liveness_watcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/rendezvous.h"
+
+namespace vsocket::fifo {
+namespace {
+
+class CountingTarget : public LivenessTarget {
+ public:
+  bool OnLivenessEvent() override { return true; }
+  void OnPeerWake() override { wakes.fetch_add(1); }
+  void OnSinkEvent() override {
+    sink_events.fetch_add(1);
+    if (close_on_sink_event >= 0) UnwatchAndClose(close_on_sink_event);
+  }
+  std::atomic<int> wakes{0};
+  std::atomic<int> sink_events{0};
+  int close_on_sink_event = -1;
+};
+
+// Waits up to 2 s for `done`.
+template <typename Done>
+bool Eventually(Done done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
+
+int SendTo(const std::string& name, const std::string& payload) {
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un addr;
+  socklen_t len = AbstractAddress(name, &addr);
+  ssize_t n = ::sendto(fd, payload.data(), payload.size(), 0,
+                       reinterpret_cast<struct sockaddr*>(&addr), len);
+  int err = n < 0 ? errno : 0;
+  ::close(fd);
+  return err;
+}
+
+// The abstract name `fd` is bound to ("" if none).
+std::string BoundName(int fd) {
+  struct sockaddr_un addr = {};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<struct sockaddr*>(&addr), &len) != 0 ||
+      len <= offsetof(struct sockaddr_un, sun_path) + 1)
+    return "";
+  return std::string(addr.sun_path + 1, len - offsetof(struct sockaddr_un, sun_path) - 1);
+}
+
+TEST(LivenessWatcherTest, ADatagramNamingATargetWakesItAndNoOther) {
+  CountingTarget named, other;
+  WatchWakes("sone-key", &named);
+  WatchWakes("ctwo-key", &other);
+  ASSERT_GE(ProcessWakeSocket(), 0);
+  EXPECT_EQ(BoundName(ProcessWakeSocket()), WakeSocketName(::getpid()));
+  EXPECT_EQ(SendTo(WakeSocketName(::getpid()), "sone-key"), 0);
+  EXPECT_TRUE(Eventually([&] { return named.wakes.load() == 1; }));
+  // A name nobody watches, and one that is a prefix of a watched one.
+  EXPECT_EQ(SendTo(WakeSocketName(::getpid()), "sone"), 0);
+  EXPECT_EQ(SendTo(WakeSocketName(::getpid()), "ctwo-key"), 0);
+  EXPECT_TRUE(Eventually([&] { return other.wakes.load() == 1; }));
+  EXPECT_EQ(named.wakes.load(), 1);
+  // Another target's unwatch of the name leaves it watched.
+  UnwatchWakes("ctwo-key", &named);
+  EXPECT_EQ(SendTo(WakeSocketName(::getpid()), "ctwo-key"), 0);
+  EXPECT_TRUE(Eventually([&] { return other.wakes.load() == 2; }));
+  UnwatchWakes("sone-key", &named);
+  UnwatchWakes("ctwo-key", &other);
+  EXPECT_EQ(SendTo(WakeSocketName(::getpid()), "sone-key"), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(named.wakes.load(), 1);
+}
+
+TEST(LivenessWatcherTest, WakeUpsLeaveFromTheWakeSocketNotTheWaitSocket) {
+  CountingTarget target;
+  WatchWakes("sstarted", &target);  // starts the watcher: a wake socket
+  ASSERT_GE(ProcessWakeSocket(), 0);
+  std::string key = "wake-source-" + std::to_string(::getpid());
+  Doorbell client, server;
+  ASSERT_EQ(client.Open(key, 'c', 's'), 0);
+  ASSERT_EQ(server.Open(key, 's', 'c'), 0);
+  ASSERT_EQ(client.RingPeer(), 0);
+  char byte;
+  struct sockaddr_un from = {};
+  socklen_t from_len = sizeof(from);
+  ASSERT_EQ(::recvfrom(server.wait_fd(), &byte, 1, MSG_DONTWAIT,
+                       reinterpret_cast<struct sockaddr*>(&from), &from_len),
+            1);
+  EXPECT_EQ(std::string(from.sun_path + 1,
+                        from_len - offsetof(struct sockaddr_un, sun_path) - 1),
+            WakeSocketName(::getpid()));
+  // The peer's watcher is asked through its process's wake socket with the
+  // peer side's name: here, this process's.
+  CountingTarget server_side;
+  WatchWakes(server.my_wake_name(), &server_side);
+  EXPECT_EQ(client.WakePeerWatcher(::getpid()), 0);
+  EXPECT_TRUE(Eventually([&] { return server_side.wakes.load() == 1; }));
+  UnwatchWakes(server.my_wake_name(), &server_side);
+  UnwatchWakes("sstarted", &target);
+}
+
+TEST(LivenessWatcherTest, AForkedChildBindsAWakeSocketOfItsOwn) {
+  CountingTarget target;
+  WatchWakes("sforked", &target);
+  int parents = ProcessWakeSocket();
+  ASSERT_GE(parents, 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The parent's descriptor is closed here; the child's own is bound to
+    // its pid once its watcher starts, and the name keeps working.
+    int ok = 1;
+    CountingTarget child_target;
+    WatchWakes("schild", &child_target);
+    int mine = ProcessWakeSocket();
+    if (mine < 0 || BoundName(mine) != WakeSocketName(::getpid())) ok = 0;
+    if (SendTo(WakeSocketName(::getpid()), "sforked") != 0) ok = 0;
+    if (!Eventually([&] { return target.wakes.load() == 1; })) ok = 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(BoundName(parents), WakeSocketName(::getpid()));
+  EXPECT_EQ(target.wakes.load(), 0);  // the child's datagram was the child's
+  UnwatchWakes("sforked", &target);
+}
+
+TEST(LivenessWatcherTest, ACallbackMayCloseItsOwnDescriptor) {
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0);
+  CountingTarget target;
+  target.close_on_sink_event = pair[0];
+  WatchSink(pair[0], &target);
+  ASSERT_EQ(::send(pair[1], "x", 1, 0), 1);
+  EXPECT_TRUE(Eventually([&] { return target.sink_events.load() == 1; }));
+  // Closed after the callback returned: the peer end sees no reader.
+  EXPECT_TRUE(Eventually([&] {
+    return ::send(pair[1], "y", 1, MSG_DONTWAIT) < 0 &&
+           (errno == ECONNREFUSED || errno == ENOTCONN);
+  }));
+  ::close(pair[1]);
+}
+
+}  // namespace
+}  // namespace vsocket::fifo
