@@ -11,7 +11,6 @@ namespace vsocket::fifo {
 namespace {
 
 std::atomic<int> g_connections{0};
-std::atomic<int> g_decline_sinks{0};
 
 }  // namespace
 
@@ -20,9 +19,6 @@ int PrivateFdsPerConnection() {
   // SideState in a memfd of its own (side_state.h).
   return GetSharingPolicy().enabled() ? 3 : 2;
 }
-
-void NoteDeclineSinkOpened() { g_decline_sinks.fetch_add(1, std::memory_order_relaxed); }
-void NoteDeclineSinkClosed() { g_decline_sinks.fetch_sub(1, std::memory_order_relaxed); }
 
 DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
   DescriptorReservation r;
@@ -35,8 +31,6 @@ DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
       range.shares_app_table
           ? range.soft_limit * GetConfig().fd_share_percent / 100
           : range.room_above - kPrivateFdsForProcess;
-  // Less the decline sinks open now, and one for this connection's own.
-  private_fds -= g_decline_sinks.load(std::memory_order_relaxed) + 1;
   long by_descriptors = std::max(0L, private_fds) / PrivateFdsPerConnection();
   if (cap < 0 || by_descriptors < cap) {
     cap = by_descriptors;

@@ -6,8 +6,7 @@
 //
 // Each connection holds PrivateFdsPerConnection() descriptors beside the
 // application's (the segment file and the liveness TCP socket; and, while
-// sharing with other users, the SideState memfd of a sealed segment), and a
-// client one more until the claim (its decline sink, counted apart).  They
+// sharing with other users, the SideState memfd of a sealed segment).  They
 // may take at most VSOCKET_FD_SHARE percent of the soft limit; a connection
 // beyond that takes kernel TCP with reason fd_limit, so the application
 // keeps the rest of its table and gets EMFILE where the kernel would give
@@ -28,10 +27,6 @@ namespace vsocket::fifo {
 
 // 2, or 3 while VSOCKET_SHARE_UIDS makes every segment a sealed one.
 int PrivateFdsPerConnection();
-// A client's decline sink (doorbell.h) lives from the offer to the claim:
-// counted here while it is open, against the same budget.
-void NoteDeclineSinkOpened();
-void NoteDeclineSinkClosed();
 // Private descriptors a process keeps besides its connections' (watcher
 // epoll and eventfd, listener markers, the live page): kept free for them.
 inline constexpr int kPrivateFdsForProcess = 64;

@@ -74,24 +74,34 @@ int SendFromWakeSocket(const void* data, size_t len,
   return rc;
 }
 
-void DrainDatagrams(int fd) {
+// The one-byte payload of a server's decline (DeclineOffer); wake-ups and
+// filler carry a zero byte.
+constexpr char kDeclineByte = 'D';
+
+Doorbell::Drained DrainDatagrams(int fd) {
   // One recvmmsg takes up to kBatch wake-ups; a short batch means the queue
   // is empty, so the usual single pending wake-up costs one system call.
   constexpr unsigned kBatch = 16;
   char bufs[kBatch][8];
   struct iovec iov[kBatch];
   struct mmsghdr msgs[kBatch];
-  std::memset(msgs, 0, sizeof(msgs));
-  for (unsigned i = 0; i < kBatch; ++i) {
-    iov[i] = {bufs[i], sizeof(bufs[i])};
-    msgs[i].msg_hdr.msg_iov = &iov[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
-  }
+  Doorbell::Drained drained;
   for (int round = 0; round < 64; ++round) {
+    std::memset(msgs, 0, sizeof(msgs));
+    for (unsigned i = 0; i < kBatch; ++i) {
+      iov[i] = {bufs[i], sizeof(bufs[i])};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
     int n = sys::recvmmsg(fd, msgs, kBatch, MSG_DONTWAIT, nullptr);
     if (n < 0 && errno == EINTR) continue;
-    if (n < static_cast<int>(kBatch)) return;
+    for (int i = 0; i < n; ++i) {
+      ++drained.datagrams;
+      if (msgs[i].msg_len == 1 && bufs[i][0] == kDeclineByte) drained.declined = true;
+    }
+    if (n < static_cast<int>(kBatch)) break;
   }
+  return drained;
 }
 
 // The abstract name `fd` is bound to, without the leading NUL, if it is a
@@ -129,26 +139,14 @@ int Doorbell::Open(const std::string& key, char my_role, char peer_role) {
 
   int wait_fd = BoundDatagramSocket(my_wait_addr_, my_wait_len_);
   if (wait_fd < 0) return wait_fd;
-  int sink_fd = -1;
-  if (my_role == 'c') {
-    struct sockaddr_un my_sink {};
-    socklen_t my_sink_len = MakeAddress(key, my_role, 'K', &my_sink);
-    sink_fd = BoundDatagramSocket(my_sink, my_sink_len);
-    if (sink_fd < 0) {
-      sys::close(wait_fd);
-      return sink_fd;
-    }
-  }
   // The smallest send buffer makes two filler datagrams enough to clear
   // POLLOUT on the wait socket.
   int one = 1;
   sys::setsockopt(wait_fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
   if (int rc = SetWaitSocket(wait_fd); rc != 0) {
     sys::close(wait_fd);
-    if (sink_fd >= 0) sys::close(sink_fd);
     return rc;
   }
-  if (sink_fd >= 0) sink_fd_ = sys::MovePrivate(sink_fd);
   return 0;
 }
 
@@ -192,13 +190,12 @@ int Doorbell::RingSelf() const {
   return AsWakeResult(SendFromWakeSocket(&byte, 1, my_wait_addr_, my_wait_len_));
 }
 
-void Doorbell::DrainWakeups() const { DrainDatagrams(wait_fd()); }
+Doorbell::Drained Doorbell::DrainWakeups() const { return DrainDatagrams(wait_fd()); }
 
 int Doorbell::DeclineOffer(const std::string& key) {
   struct sockaddr_un to;
-  socklen_t len = MakeAddress(key, 'c', 'K', &to);
-  char byte = 0;
-  return AsWakeResult(SendDatagram(-1, &byte, 1, to, len));
+  socklen_t len = MakeAddress(key, 'c', 'A', &to);
+  return AsWakeResult(SendDatagram(-1, &kDeclineByte, 1, to, len));
 }
 
 int Doorbell::WakePeerWatcher(pid_t peer_pid) const {
@@ -245,8 +242,10 @@ void Doorbell::WithCheckedWaitSocket(Use use) const {
   if (dup >= 0) sys::close(dup);
 }
 
-void Doorbell::DrainWakeupsChecked() const {
-  WithCheckedWaitSocket([](int fd) { DrainDatagrams(fd); });
+Doorbell::Drained Doorbell::DrainWakeupsChecked() const {
+  Drained drained;
+  WithCheckedWaitSocket([&drained](int fd) { drained = DrainDatagrams(fd); });
+  return drained;
 }
 
 void Doorbell::ShutdownWaitSocket(int how) const {
@@ -256,8 +255,6 @@ void Doorbell::ShutdownWaitSocket(int how) const {
 void Doorbell::Close() {
   int wait_fd = wait_fd_.exchange(-1, std::memory_order_relaxed);
   if (wait_fd >= 0) sys::close(wait_fd);
-  if (sink_fd_ >= 0) sys::close(sink_fd_);
-  sink_fd_ = -1;
 }
 
 }  // namespace vsocket::fifo

@@ -11,15 +11,16 @@
 // so pending ones never count against A's send buffer; datagrams for the
 // peer's liveness watcher thread go to the peer process's wake socket, with
 // the peer side's name as payload.  So a side needs no socket but A.  A
-// client keeps one more, its sink K, only until the claim: the server's
-// decline goes there (DeclineOffer).
+// server that cannot claim an offer says so with a datagram of one byte
+// 'D' into the client's A (DeclineOffer), which draining reports.
 // End of stream is shown the way the kernel shows it for TCP: A is shut down
 // for reading (readable for ever, POLLRDHUP) and, once neither direction can
 // carry data, for writing too (POLLHUP).  A duplicate of A taken for that
 // moment does it, checked to be A by its inode, so the application may
 // close or renumber its descriptor meanwhile (and no descriptor is held
 // for it between hang-ups).
-// Datagrams carry no meaning: all state lives in the ring's control block.
+// Other datagrams carry no meaning: all state lives in the ring's control
+// block.
 // A hostile local process can send spurious wake-ups; that costs a spurious
 // wake, never data.
 //
@@ -58,13 +59,12 @@ class Doorbell {
   Doorbell& operator=(const Doorbell&) = delete;
   ~Doorbell();
 
-  // Creates and binds this side's wait socket and, for a client ('c'), its
-  // decline sink.  `key` names the connection; `my_role`/`peer_role` are
-  // 'c' or 's'.  Returns 0 or -errno (-EADDRINUSE when a name is taken).
+  // Creates and binds this side's wait socket.  `key` names the
+  // connection; `my_role`/`peer_role` are 'c' or 's'.  Returns 0 or -errno
+  // (-EADDRINUSE when a name is taken).
   int Open(const std::string& key, char my_role, char peer_role);
 
-  // A doorbell handed over across exec (claimed, so without a sink):
-  // `wait_fd` must be a Unix datagram socket bound to this side's name of
+  // A doorbell handed over across exec: `wait_fd` must be a Unix datagram socket bound to this side's name of
   // one connection ("vsk1/<key>/<my_role>A"); the peer's names follow from
   // the key.  Returns 0 (the doorbell now names it) or -EINVAL.
   int AdoptInherited(int wait_fd, char my_role);
@@ -73,9 +73,6 @@ class Doorbell {
   // (dup2) and report the new number with set_wait_fd.
   int wait_fd() const { return wait_fd_.load(std::memory_order_relaxed); }
   void set_wait_fd(int fd) { wait_fd_.store(fd, std::memory_order_relaxed); }
-  // Client: the decline sink, which the caller owns from now on (it hands
-  // it to the liveness watcher); -1 if taken already or a server's.
-  int TakeDeclineSink() { int fd = sink_fd_; sink_fd_ = -1; return fd; }
   // "<peer role><key>": what our datagrams to the peer's wake socket say.
   const std::string& peer_wake_name() const { return peer_wake_name_; }
   // "<my role><key>": what the peer's datagrams to our wake socket say.
@@ -94,14 +91,21 @@ class Doorbell {
   // or one without a wake socket) and -EAGAIN (its queue is full) mean the
   // caller must wake the peer's wait socket instead.
   int WakePeerWatcher(pid_t peer_pid) const;
-  // Empties our wait socket of wake-ups.
-  void DrainWakeups() const;
+  // Empties our wait socket of wake-ups and filler.  Returns what it took:
+  // how many datagrams, and whether one was a decline (DeclineOffer).
+  struct Drained {
+    int datagrams = 0;
+    bool declined = false;
+  };
+  Drained DrainWakeups() const;
 
   // Server, when it cannot claim the offer of connection `key` (another
-  // user's segment, a setup failure): one datagram into the client's sink
-  // from a socket of its own, so the client moves to TCP at once instead of
-  // at its claim timeout.  The client's sink hears from nobody else.
-  // Returns 0 or -errno (no such client: gone already).
+  // user's segment, a setup failure): the one-byte datagram 'D' into the
+  // client's wait socket, from a socket of its own.  It makes the socket
+  // readable, so a client waiting for the answer wakes, drains it and moves
+  // to TCP at once instead of at its claim timeout (its watcher looks too).
+  // No wake-up is ever 'D'.  Returns 0 or -errno (no such client: gone
+  // already).
   static int DeclineOffer(const std::string& key);
 
   // Sends filler into the peer's wait socket until ours reports no
@@ -111,7 +115,7 @@ class Doorbell {
   int FillSendBuffer() const;
   // DrainWakeups through a private duplicate of A checked to be A, for a
   // thread that is not inside a call on the descriptor (the watcher).
-  void DrainWakeupsChecked() const;
+  Drained DrainWakeupsChecked() const;
 
   // shutdown(2) of the wait socket itself, `how` = SHUT_RD (POLLRDHUP) or
   // SHUT_RDWR (POLLHUP too), through a private duplicate of wait_fd() taken
@@ -121,7 +125,7 @@ class Doorbell {
   // Close().
   void ShutdownWaitSocket(int how) const;
 
-  // Closes the wait socket and a sink not taken (idempotent).
+  // Closes the wait socket (idempotent).
   // REQUIRES: no other thread is inside ShutdownWaitSocket().
   void Close();
 
@@ -135,7 +139,6 @@ class Doorbell {
   void WithCheckedWaitSocket(Use use) const;
 
   std::atomic<int> wait_fd_{-1};  // moved by the socket layer, any thread
-  int sink_fd_ = -1;  // client until TakeDeclineSink
   std::string peer_wake_name_;
   std::string my_wake_name_;
   // The wait socket's identity, for ShutdownWaitSocket's check.

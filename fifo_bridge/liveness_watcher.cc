@@ -110,18 +110,6 @@ class Watcher {
     UnwatchLocked(fd);
   }
 
-  void UnwatchAndClose(int fd) {
-    if (tl_on_watcher_thread) {
-      // Inside a callback, under our mutex: close once the callbacks of
-      // this round are done (the events array may still name fd).
-      closing_.push_back(fd);
-      return;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    UnwatchLocked(fd);
-    sys::close(fd);
-  }
-
   void WatchWakeName(const std::string& name, LivenessTarget* target) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!EnsureStarted()) return;
@@ -157,7 +145,6 @@ class Watcher {
       if (w.wake_sock_ >= 0) sys::close(w.wake_sock_);
       w.wake_sock_ = -1;
       SetProcessWakeSocket(-1);
-      w.closing_.clear();
       w.sleeping_until_ns_ = INT64_MAX;
       bool deadlines = !w.deadlines_.empty() || !w.wake_names_.empty();
       for (auto& [fd, target] : inherited) {
@@ -235,11 +222,6 @@ class Watcher {
           ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, it->first, &ev);
         }
       }
-      for (int fd : closing_) {
-        UnwatchLocked(fd);
-        sys::close(fd);
-      }
-      closing_.clear();
     }
   }
 
@@ -328,7 +310,6 @@ class Watcher {
   std::unordered_map<int, bool> sinks_;  // fds registered with WatchSinkFd
   int wake_sock_ = -1;  // this process's wake socket, or -1
   std::unordered_map<std::string, LivenessTarget*> wake_names_;
-  std::vector<int> closing_;  // UnwatchAndClose from a callback
 };
 
 }  // namespace
@@ -336,7 +317,6 @@ class Watcher {
 void WatchLiveness(int fd, LivenessTarget* target) { Watcher::Get().Watch(fd, target); }
 void UnwatchLiveness(int fd) { Watcher::Get().Unwatch(fd); }
 void WatchSink(int fd, LivenessTarget* target) { Watcher::Get().WatchSinkFd(fd, target); }
-void UnwatchAndClose(int fd) { Watcher::Get().UnwatchAndClose(fd); }
 void WatchWakes(const std::string& name, LivenessTarget* target) {
   Watcher::Get().WatchWakeName(name, target);
 }

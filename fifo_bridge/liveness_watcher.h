@@ -55,12 +55,6 @@ void UnwatchLiveness(int fd);
 // REQUIRES: fd stays open until UnwatchLiveness(fd) returns.
 void WatchSink(int fd, LivenessTarget* target);
 
-// Closes `fd` after unwatching it.  From any thread, including the watcher
-// thread inside a callback (the close then happens when the callback has
-// returned).  REQUIRES: fd was registered with WatchSink or WatchLiveness,
-// and nobody else closes it.
-void UnwatchAndClose(int fd);
-
 // Datagrams in this process's wake socket whose payload is `name` call
 // target->OnPeerWake() (spurious ones too: a hostile local process can send
 // any name).  Starts the watcher, and so binds the wake socket.

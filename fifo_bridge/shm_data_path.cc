@@ -63,10 +63,6 @@ ssize_t ShmTransport::RecvMsg(struct msghdr* msg, int flags,
 }
 
 void ShmTransport::BeginCall(StreamCall& call) {
-  // A client's first call after the claim: the decline sink has no more
-  // use (no side lock is held here, as CloseDeclineSink requires).
-  if (decline_sink_.load(std::memory_order_relaxed) >= 0 && IsClaimed())
-    CloseDeclineSink();
   if (!call.sending && !call.nonblocking && call.spin_ns > 0) {
     call.transport_state = kSpinOpen;
   }
@@ -79,7 +75,7 @@ void ShmTransport::EndCall(StreamCall& call) {
 ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
                               int iovcnt, size_t skip) {
   if (!claimed_.load(std::memory_order_relaxed) &&
-      MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
+      (TakeDecline() || MaybeRevoke(false, FallbackReason::kClaimTimeout))) {
     return kStreamMoved;
   }
   if (PeerMovedToTcp() && !(side_->local_flags.load(std::memory_order_acquire) &
@@ -148,6 +144,8 @@ ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
     if (revoked()) return kStreamMoved;
   }
   ssize_t r = ReadOnce(iov, iovcnt, skip, peek, call.nonblocking && skip == 0);
+  // Its drain may have found the server's decline: on to TCP at once.
+  if (r == -EAGAIN && TakeDecline()) return kStreamMoved;
   if (r > 0 && !peek && PeerMovedToTcp() && consumer_->Available() == 0) {
     // That was the ring's last byte: move now, so that poll and epoll on
     // the user's number see TCP's readiness from here on.
@@ -160,7 +158,7 @@ ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
 ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
                                bool peek, bool returning_to_user) {
   if (!claimed_.load(std::memory_order_relaxed) &&
-      MaybeRevoke(false, FallbackReason::kClaimTimeout)) {
+      (TakeDecline() || MaybeRevoke(false, FallbackReason::kClaimTimeout))) {
     return kStreamMoved;
   }
   SideLock lock(&side_->recv_lock);
@@ -248,7 +246,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
       return 0;
     }
     // Swallow stale wake-ups so that poll() really sleeps, then look again.
-    DrainOwnWakeups();
+    if (DrainOwnWakeups().declined && decline_seen_.load()) return 0;  // the retry moves
     if (consumer_->Available() != 0 ||
         (rx_->flags.load(std::memory_order_acquire) &
          (kProducerClosed | kReset))) {
@@ -328,7 +326,9 @@ int ShmTransport::WaitWritable(StreamCall& call) {
     for (int k = 0; k < nfds; ++k) {
       if (fds[k].fd == tcp_fd_ && fds[k].revents) CheckLiveness();
     }
-    if (unclaimed && MaybeRevoke(false, FallbackReason::kClaimTimeout)) return 0;
+    if (unclaimed && (LookForDecline() ||
+                      MaybeRevoke(false, FallbackReason::kClaimTimeout)))
+      return 0;
     if (r == 0 && deadline_ns >= 0 && MonotonicNs() >= deadline_ns)
       return -EAGAIN;
   }

@@ -262,8 +262,6 @@ class ShmTransportProvider final : public TransportProvider {
     const SharingPolicy& sharing = GetSharingPolicy();
     if (!sharing.Allows(probe.uid)) return {FallbackReason::kUidMismatch, true};
 
-    // Sinks of connections claimed since the last offer leave the budget.
-    ShmTransport::CloseClaimedDeclineSinks();
     // The budget, the segment and the doorbell read the limit once.
     sys::NofileLimitSnapshot nofile_limit;
     FallbackReason over_budget = FallbackReason::kNone;

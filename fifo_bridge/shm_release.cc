@@ -78,7 +78,6 @@ void ShmTransport::Release() {
   if (last) segment_->Unlink();
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;
-  CloseDeclineSink();
   if (wakes_watched_) UnwatchWakes(doorbell_->my_wake_name(), this);
   wakes_watched_ = false;
   // The user's descriptor is closed by the socket layer, not here.

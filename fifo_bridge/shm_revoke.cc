@@ -170,7 +170,6 @@ void ShmTransport::MoveUserFd(int fd) {
 }
 
 int64_t ShmTransport::NextUnclaimedLook(int64_t now_ns) const {
-  if (listener_pid_ <= 0) return claim_deadline_ns_;
   return std::min(claim_deadline_ns_, now_ns + kListenerLookNs);
 }
 
@@ -181,6 +180,12 @@ int64_t ShmTransport::OnDeadline() {
       MaybeRevoke(false, FallbackReason::kClaimTimeout);
       return 0;
     }
+    if (LookForDecline()) {
+      // Nobody drained it: the application sleeps, in poll() for POLLOUT
+      // say, or not on this descriptor at all.
+      MaybeRevoke(true, FallbackReason::kClaimDeclined);
+      return 0;
+    }
     if (listener_pid_ > 0 && ProcessIsGone(listener_pid_)) {
       VSOCKET_LOG(kDebug, "the listener (pid %d) is gone before claiming: offer revoked",
                   static_cast<int>(listener_pid_));
@@ -189,7 +194,6 @@ int64_t ShmTransport::OnDeadline() {
     }
     return NextUnclaimedLook(now);
   }
-  CloseDeclineSink();  // claimed, or revoked by another holder
   return TrimIdleRing();
 }
 
@@ -234,8 +238,6 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
                      side_->head);
   if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
   RetireHere(reason);
-  // The decline sink is closed outside the side locks (CloseDeclineSink),
-  // at the latest by Release().
   segment_->Unlink();
   reason_.store(reason, std::memory_order_release);
   side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);

@@ -15,12 +15,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <climits>
-#include <new>
-#include <vector>
 
 #include "base/real_libc.h"
 #include "fifo_bridge/shm_provider.h"
@@ -28,60 +24,6 @@
 
 namespace vsocket::fifo {
 
-namespace {
-
-class DeclineSinkRegistry;
-DeclineSinkRegistry& OpenDeclineSinks();
-
-// The client transports of this process whose decline sink is open
-// (CloseClaimedDeclineSinks).  A transport is in it from StartWatching until
-// CloseDeclineSink, which runs before it is destroyed, so every pointer in
-// it is alive while the mutex is held.  Lock order: this mutex, then
-// nothing (the sinks are closed after it is released).
-class DeclineSinkRegistry {
- public:
-  DeclineSinkRegistry() {
-    // A fork while another thread held the mutex: the child's copy would
-    // stay locked.  The list itself is the child's too (it inherits the
-    // connections).
-    pthread_atfork(nullptr, nullptr, [] { new (&OpenDeclineSinks().mu_) std::mutex(); });
-  }
-  void Add(ShmTransport* t) {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_.push_back(t);
-  }
-  void Remove(ShmTransport* t) {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_.erase(std::remove(open_.begin(), open_.end(), t), open_.end());
-  }
-  // Removes the transports `claimed` says yes to and returns what `take`
-  // gives for each (their sinks).
-  template <typename Claimed, typename Take>
-  std::vector<int> TakeClaimed(Claimed claimed, Take take) {
-    std::vector<int> taken;
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = open_.begin(); it != open_.end();) {
-      if (claimed(*it)) {
-        taken.push_back(take(*it));
-        it = open_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    return taken;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<ShmTransport*> open_;
-};
-
-DeclineSinkRegistry& OpenDeclineSinks() {
-  static DeclineSinkRegistry* registry = new DeclineSinkRegistry();  // never destroyed
-  return *registry;
-}
-
-}  // namespace
 
 namespace sys = ::vsocket::sys;
 
@@ -121,35 +63,8 @@ void ShmTransport::StartWatching() {
   // The claim deadline holds even while the application only sleeps; the
   // listener's life is looked at before it (OnDeadline).
   WatchDeadline(this, NextUnclaimedLook(MonotonicNs()));
-  int sink = doorbell_->TakeDeclineSink();
-  if (sink >= 0) {
-    NoteDeclineSinkOpened();
-    decline_sink_.store(sink, std::memory_order_release);
-    WatchSink(sink, this);
-    OpenDeclineSinks().Add(this);
-  }
   WatchWakes(doorbell_->my_wake_name(), this);
   wakes_watched_ = true;
-}
-
-void ShmTransport::CloseDeclineSink() {
-  if (decline_sink_.load(std::memory_order_acquire) < 0) return;
-  OpenDeclineSinks().Remove(this);
-  int sink = decline_sink_.exchange(-1, std::memory_order_acq_rel);
-  if (sink < 0) return;  // the sweep below took it
-  UnwatchAndClose(sink);
-  NoteDeclineSinkClosed();
-}
-
-void ShmTransport::CloseClaimedDeclineSinks() {
-  std::vector<int> sinks = OpenDeclineSinks().TakeClaimed(
-      [](ShmTransport* t) { return t->IsClaimed(); },
-      [](ShmTransport* t) { return t->decline_sink_.exchange(-1, std::memory_order_acq_rel); });
-  for (int sink : sinks) {
-    if (sink < 0) continue;
-    UnwatchAndClose(sink);
-    NoteDeclineSinkClosed();
-  }
 }
 
 std::unique_ptr<ShmTransport> ShmTransport::Assemble(
@@ -180,7 +95,6 @@ std::unique_ptr<ShmTransport> ShmTransport::Assemble(
 }
 
 ShmTransport::~ShmTransport() {
-  CloseDeclineSink();  // Release did, unless setup failed before
   if (wakes_watched_) UnwatchWakes(doorbell_->my_wake_name(), this);
   // A slot of the segment goes with the segment's mapping.
   if (side_ && !side_in_segment_) DestroySideState(side_, side_fd_);

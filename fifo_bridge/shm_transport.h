@@ -58,7 +58,7 @@ class ShmTransport final : public Transport,
       std::unique_ptr<Doorbell> doorbell, int tcp_fd,
       int64_t claim_deadline_ns);
   // Client: hands the transport to the liveness watcher (TCP liveness, the
-  // claim deadline, the decline sink, peer wakes).  REQUIRES: set_user_fd() was called: the
+  // claim deadline, peer wakes).  REQUIRES: set_user_fd() was called: the
   // watcher may revoke the offer at once and put the TCP socket on the
   // user's number (RetireHere), which it must find there.
   void StartWatching();
@@ -181,22 +181,21 @@ class ShmTransport final : public Transport,
   // asked us to drain its filler (see BlockOurWrites), or closed/reset its
   // side (see UpdateHangup), or moved to TCP.
   void OnPeerWake() override;
-  // Watcher thread, client: a datagram in the decline sink.  Before the
-  // claim, only the server's decline (Doorbell::DeclineOffer).
-  void OnSinkEvent() override;
   // Watcher thread.  Client before the claim: the claim deadline passed
   // while no call came to look (the application sleeps in poll/epoll with
-  // its request still in the ring), or the listener's process is gone:
-  // revoke now and continue on TCP; else look again at NextUnclaimedLook.
+  // its request still in the ring), the listener's process is gone, or the
+  // server's decline waits in the wait socket: revoke now and continue on
+  // TCP; else look again at NextUnclaimedLook.
   // After the claim: the once-a-second look at a transmit ring that carried
   // data (TrimIdleRing).
   int64_t OnDeadline() override;
 
  private:
-  // Client, unclaimed: how often the listener's life is looked at.
+  // Client, unclaimed: how often the watcher looks at the listener's life
+  // and for a decline that no call of the application has drained.
   static constexpr int64_t kListenerLookNs = 100'000'000;
   // The next unclaimed look after `now_ns`: kListenerLookNs on, or the
-  // claim deadline if sooner (or if the listener's pid is unknown).
+  // claim deadline if sooner.
   int64_t NextUnclaimedLook(int64_t now_ns) const;
 
   ShmTransport() = default;
@@ -319,24 +318,22 @@ class ShmTransport final : public Transport,
   // false when it could not be asked (no such process, its queue full):
   // the caller then wakes the peer's wait socket.
   bool WakePeerWatcher();
-  // Client: closes the decline sink once the claim made it useless (or at
-  // release).  Not while holding a side lock (it takes the watcher's
-  // mutex).  Idempotent.
-  void CloseDeclineSink();
- public:
-  // Client, before a new offer (an application thread holding no lock):
-  // closes the decline sinks of this process's connections claimed since,
-  // so a burst of connects does not hold one sink per connection until
-  // each is next used or looked at (every 100 ms).
-  static void CloseClaimedDeclineSinks();
-
- private:
+  // Client, unclaimed: a drain found the server's decline (decline_seen_);
+  // revoke now.  True when the connection is on TCP.  REQUIRES: no side
+  // lock held (MaybeRevoke takes both).
+  bool TakeDecline();
+  // Client, unclaimed, inside a call on the descriptor or on the watcher
+  // thread: drains the wait socket; true when that found a decline.  What
+  // else it held is put back as one wake-up of our own.
+  bool LookForDecline();
   void SignalSelf();            // make our wait socket readable
   void AfterConsume(bool force_drain);
   // Drains our wait socket's wake-ups and clears kReaderPending (after any
   // producer in the middle of ringing finished): a wake-up that lands in
-  // between leaves one spare datagram, never a missing one.
-  void DrainOwnWakeups();
+  // between leaves one spare datagram, never a missing one.  A decline
+  // among them sets decline_seen_ (an unclaimed client's).  Returns what
+  // it drained.
+  Doorbell::Drained DrainOwnWakeups();
   void LiftPeerWriterBlock();   // after consuming from rx
   void BlockOurWrites();        // tx nearly full
   // Raises POLLRDHUP on the user's descriptor once no more data can arrive,
@@ -374,9 +371,9 @@ class ShmTransport final : public Transport,
   int tcp_fd_ = -1;
   int64_t claim_deadline_ns_ = 0;
   pid_t listener_pid_ = 0;  // client: 0 = unknown (no look)
-  // Client, from StartWatching until the claim is seen: the doorbell's
-  // decline sink, owned here and watched (CloseDeclineSink).
-  std::atomic<int> decline_sink_{-1};
+  // Client, unclaimed: a drain of the wait socket took the server's
+  // decline (Doorbell::DeclineOffer); TakeDecline acts on it.
+  std::atomic<bool> decline_seen_{false};
   bool wakes_watched_ = false;  // WatchWakes(my wake name)
   std::atomic<bool> claimed_{false};
   bool watched_ = false;  // registered with the liveness watcher

@@ -92,16 +92,29 @@ void ShmTransport::AfterConsume(bool force_drain) {
   }
 }
 
-void ShmTransport::DrainOwnWakeups() {
+Doorbell::Drained ShmTransport::DrainOwnWakeups() {
   AwaitRingers(rx_);
   // The watcher thread is inside no call on the descriptor, whose number
   // the application may close or reuse meanwhile.
-  if (OnWatcherThread()) {
-    doorbell_->DrainWakeupsChecked();
-  } else {
-    doorbell_->DrainWakeups();
-  }
+  Doorbell::Drained drained = OnWatcherThread() ? doorbell_->DrainWakeupsChecked()
+                                                : doorbell_->DrainWakeups();
   rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
+  // After the claim a 'D' is a stranger's: the server declines only before.
+  if (drained.declined && role_ == Role::kClient && !IsClaimed())
+    decline_seen_.store(true, std::memory_order_release);
+  return drained;
+}
+
+bool ShmTransport::LookForDecline() {
+  Doorbell::Drained drained = DrainOwnWakeups();
+  if (drained.declined) return decline_seen_.load(std::memory_order_acquire);
+  if (drained.datagrams > 0) SignalSelf();  // what was there stays readable
+  return false;
+}
+
+bool ShmTransport::TakeDecline() {
+  if (!decline_seen_.load(std::memory_order_acquire)) return false;
+  return MaybeRevoke(true, FallbackReason::kClaimDeclined);
 }
 
 // Blocking and lifting are apart (hysteresis): the producer blocks when
@@ -197,17 +210,8 @@ void ShmTransport::UpdateHangup() {
   }
 }
 
-void ShmTransport::OnSinkEvent() {
-  // Nobody but the server writes to our sink, and before a claim it only
-  // declines.  Either way the sink has done its work.
-  if (role_ == Role::kClient && !IsClaimed())
-    MaybeRevoke(true, FallbackReason::kClaimDeclined);
-  CloseDeclineSink();
-}
-
 void ShmTransport::OnPeerWake() {
   if (!IsClaimed()) return;  // spurious: the peer wakes us only after it
-  CloseDeclineSink();
   if (PeerMovedToTcp()) {
     FollowPeerToTcp();
     return;

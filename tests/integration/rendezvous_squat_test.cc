@@ -330,13 +330,16 @@ TEST(RendezvousSquat, SquattedServerNamesSendTheConnectionToTcp) {
 }
 
 // Datagrams from a stranger of the same user into a connection's doorbell
-// sockets (PROTOCOL.md section 3) while 64 MiB are echoed.  Returns the
-// client's and the server's reports; prints how many datagrams got in.
+// sockets (PROTOCOL.md section 3) while 64 MiB are echoed: junk of 1 to 64
+// bytes, or, with `declines`, the one byte 'D' of a server's decline.
+// Returns the client's and the server's reports; prints how many
+// datagrams got in.
 struct FloodOutcome {
   Report client, server;
   int delivered = 0;
 };
-FloodOutcome FloodDoorbells(const std::vector<std::string>& names) {
+FloodOutcome FloodDoorbells(const std::vector<std::string>& names,
+                            bool declines = false) {
   kBytes = 64 << 20;
   int port = 0;
   Child server = EchoServer(/*plain=*/false, &port);
@@ -356,7 +359,8 @@ FloodOutcome FloodDoorbells(const std::vector<std::string>& names) {
       a.sun_family = AF_UNIX;
       std::memcpy(a.sun_path + 1, name.data(), name.size());
       socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-      if (sendto(stranger, junk, 1 + (NowMs() % sizeof(junk)), 0,
+      size_t size = declines ? 1 : 1 + NowMs() % sizeof(junk);
+      if (sendto(stranger, declines ? "D" : junk, size, 0,
                  reinterpret_cast<sockaddr*>(&a), len) >= 0)
         ++o.delivered;
     }
@@ -384,13 +388,13 @@ TEST(RendezvousSquat, StrangersDatagramsIntoTheDoorbellsChangeNothing) {
   EXPECT_GT(o.delivered, 0) << "the flood never reached the connection";
 }
 
-// Into the client's sink: before the claim a datagram there is the server's
-// decline (Doorbell::DeclineOffer, sent from an unbound socket, so it cannot
-// be told from a stranger's of the same user), and the connection moves to
-// TCP, named claim_declined; after the claim it costs a wake-up of the
-// watcher.  Either way every byte arrives.
-TEST(RendezvousSquat, StrangersDatagramsIntoTheClientsSinkAtMostDeclineTheOffer) {
-  FloodOutcome o = FloodDoorbells({"cK"});
+// Declines into the client's wait socket: before the claim a 'D' there is
+// the server's decline (Doorbell::DeclineOffer, sent from an unbound socket,
+// so it cannot be told from a stranger's of the same user), and the
+// connection moves to TCP, named claim_declined; after the claim it costs a
+// wake-up.  Either way every byte arrives.
+TEST(RendezvousSquat, StrangersDeclinesIntoTheClientsWaitSocketAtMostMoveTheOffer) {
+  FloodOutcome o = FloodDoorbells({"cA"}, /*declines=*/true);
   EXPECT_STREQ(o.client.error, "");
   EXPECT_STREQ(o.server.error, "");
   EXPECT_TRUE(o.client.ok && o.server.ok) << "echo intact";

@@ -1,6 +1,6 @@
 // Doorbell: wake-ups make the wait socket readable; filler makes it
 // unwritable until the peer drains its wait socket; a vanished peer is
-// reported; only a client has a sink.
+// reported; a decline is told from the rest.
 #include "fifo_bridge/doorbell.h"
 
 #include <errno.h>
@@ -73,20 +73,27 @@ TEST(DoorbellTest, PendingWakeUpsLeaveTheWaitSocketWritable) {
   EXPECT_TRUE(Events(client.wait_fd()) & POLLOUT);
 }
 
-TEST(DoorbellTest, OnlyAClientHasADeclineSink) {
+TEST(DoorbellTest, ADeclineIsTheOneDatagramThatDrainingReports) {
   Doorbell client, server;
-  OpenBoth("sink", &client, &server);
-  std::string key = UniqueKey("sink");
-  EXPECT_EQ(server.TakeDeclineSink(), -1);
-  int sink = client.TakeDeclineSink();
-  ASSERT_GE(sink, 0);
-  EXPECT_EQ(client.TakeDeclineSink(), -1);
-  EXPECT_FALSE(Events(sink) & POLLIN);
+  OpenBoth("decline", &client, &server);
+  std::string key = UniqueKey("decline");
+  // Wake-ups and filler are not declines.
+  ASSERT_EQ(client.RingSelf(), 0);
+  ASSERT_EQ(server.FillSendBuffer(), 0);
+  Doorbell::Drained drained = client.DrainWakeups();
+  EXPECT_GE(drained.datagrams, 2);
+  EXPECT_FALSE(drained.declined);
+  // The server's decline makes the client's wait socket readable.
   EXPECT_EQ(Doorbell::DeclineOffer(key), 0);
-  EXPECT_TRUE(Events(sink) & POLLIN);
-  EXPECT_FALSE(Events(client.wait_fd()) & POLLIN);  // not the application's
-  ::close(sink);
-  EXPECT_EQ(Doorbell::DeclineOffer(key), -ECONNREFUSED);
+  EXPECT_TRUE(Events(client.wait_fd()) & POLLIN);
+  EXPECT_FALSE(Events(server.wait_fd()) & POLLIN);  // only the client's
+  ASSERT_EQ(client.RingSelf(), 0);
+  drained = client.DrainWakeupsChecked();
+  EXPECT_EQ(drained.datagrams, 2);
+  EXPECT_TRUE(drained.declined);
+  EXPECT_FALSE(Events(client.wait_fd()) & POLLIN);
+  client.Close();
+  EXPECT_EQ(Doorbell::DeclineOffer(key), -ECONNREFUSED);  // no such client
 }
 
 TEST(DoorbellTest, PeerWatcherWakeNamesThePeerSide) {

@@ -129,15 +129,15 @@ TEST(ExecHandoverPiecesTest, DoorbellIsRebuiltFromItsBoundSockets) {
   ASSERT_EQ(client.Open(key, 'c', 's'), 0);
   ASSERT_EQ(server.Open(key, 's', 'c'), 0);
   int wait_copy = ::dup(server.wait_fd());
-  int sink = client.TakeDeclineSink();
-  ASSERT_GE(sink, 0);
+  int unbound = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(unbound, 0);
   {
     Doorbell wrong_role;
     EXPECT_EQ(wrong_role.AdoptInherited(wait_copy, 'c'), -EINVAL);
-    Doorbell not_a_wait_socket;  // the client's sink
-    EXPECT_EQ(not_a_wait_socket.AdoptInherited(sink, 'c'), -EINVAL);
+    Doorbell not_a_wait_socket;
+    EXPECT_EQ(not_a_wait_socket.AdoptInherited(unbound, 's'), -EINVAL);
   }
-  ::close(sink);
+  ::close(unbound);
   Doorbell adopted;
   ASSERT_EQ(adopted.AdoptInherited(wait_copy, 's'), 0);
   EXPECT_EQ(adopted.my_wake_name(), "s" + key);

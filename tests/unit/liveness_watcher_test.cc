@@ -1,7 +1,6 @@
 // The liveness watcher's wake socket: one per process, bound to
 // "vsk1/P/<pid>"; a datagram naming a watched target calls its OnPeerWake,
-// doorbells send their wake-ups from it, a forked child binds its own, and
-// a callback may close the descriptor it is called for.
+// doorbells send their wake-ups from it, and a forked child binds its own.
 #include "fifo_bridge/liveness_watcher.h"
 
 #include <errno.h>
@@ -30,13 +29,7 @@ class CountingTarget : public LivenessTarget {
  public:
   bool OnLivenessEvent() override { return true; }
   void OnPeerWake() override { wakes.fetch_add(1); }
-  void OnSinkEvent() override {
-    sink_events.fetch_add(1);
-    if (close_on_sink_event >= 0) UnwatchAndClose(close_on_sink_event);
-  }
   std::atomic<int> wakes{0};
-  std::atomic<int> sink_events{0};
-  int close_on_sink_event = -1;
 };
 
 // Waits up to 2 s for `done`.
@@ -147,22 +140,6 @@ TEST(LivenessWatcherTest, AForkedChildBindsAWakeSocketOfItsOwn) {
   EXPECT_EQ(BoundName(parents), WakeSocketName(::getpid()));
   EXPECT_EQ(target.wakes.load(), 0);  // the child's datagram was the child's
   UnwatchWakes("sforked", &target);
-}
-
-TEST(LivenessWatcherTest, ACallbackMayCloseItsOwnDescriptor) {
-  int pair[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0);
-  CountingTarget target;
-  target.close_on_sink_event = pair[0];
-  WatchSink(pair[0], &target);
-  ASSERT_EQ(::send(pair[1], "x", 1, 0), 1);
-  EXPECT_TRUE(Eventually([&] { return target.sink_events.load() == 1; }));
-  // Closed after the callback returned: the peer end sees no reader.
-  EXPECT_TRUE(Eventually([&] {
-    return ::send(pair[1], "y", 1, MSG_DONTWAIT) < 0 &&
-           (errno == ECONNREFUSED || errno == ENOTCONN);
-  }));
-  ::close(pair[1]);
 }
 
 }  // namespace
