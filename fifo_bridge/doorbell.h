@@ -34,12 +34,10 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/un.h>
 
 #include <atomic>
-
-#include <sys/types.h>
-
 #include <string>
 
 namespace vsocket::fifo {
@@ -64,9 +62,10 @@ class Doorbell {
   // (-EADDRINUSE when a name is taken).
   int Open(const std::string& key, char my_role, char peer_role);
 
-  // A doorbell handed over across exec: `wait_fd` must be a Unix datagram socket bound to this side's name of
-  // one connection ("vsk1/<key>/<my_role>A"); the peer's names follow from
-  // the key.  Returns 0 (the doorbell now names it) or -EINVAL.
+  // A doorbell handed over across exec: `wait_fd` must be a Unix datagram
+  // socket bound to this side's name of one connection
+  // ("vsk1/<key>/<my_role>A"); the peer's names follow from the key.
+  // Returns 0 (the doorbell now names it) or -EINVAL.
   int AdoptInherited(int wait_fd, char my_role);
 
   // The wait socket.  The owner may move it to another descriptor number

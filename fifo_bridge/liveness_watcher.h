@@ -7,13 +7,14 @@
 // watched connection.  After fork() the child starts its own.
 //
 // It also owns this process's wake socket: a Unix datagram socket bound to
-// the abstract name "vsk1/P/<pid>" (rendezvous.h: WakeSocketName), where a peer process
-// sends a datagram naming one of our connections ("<role><key>") when that
-// connection needs a look while our application may sleep (a hang-up, a
-// filler to drain, a move to TCP).  It is also the socket the doorbells
-// send their wake-ups from (doorbell.h: ProcessWakeSocket), open until the
-// process execs or forks (the child closes the parent's, binds its own).  One socket per process instead of one
-// per connection; docs/PROTOCOL.md, section 3.
+// the abstract name "vsk1/P/<pid>" (rendezvous.h: WakeSocketName), where a
+// peer process sends a datagram naming one of our connections
+// ("<role><key>") when that connection needs a look while our application
+// may sleep (a hang-up, a filler to drain, a move to TCP).  The doorbells
+// send their wake-ups from it too (doorbell.h: ProcessWakeSocket).  It is
+// open until the process execs or forks (the child closes the parent's and
+// binds its own).  One socket per process instead of one per connection:
+// docs/PROTOCOL.md, section 3.
 //
 // Thread safety: Watch/Unwatch may be called from any thread, but not
 // while holding a lock that a target's callback takes (the thread calls
@@ -58,7 +59,7 @@ void WatchSink(int fd, LivenessTarget* target);
 // Datagrams in this process's wake socket whose payload is `name` call
 // target->OnPeerWake() (spurious ones too: a hostile local process can send
 // any name).  Starts the watcher, and so binds the wake socket.
-// REQUIRES: target stays alive until UnwatchWakes(name) returns.
+// REQUIRES: target stays alive until UnwatchWakes(name, target) returns.
 void WatchWakes(const std::string& name, LivenessTarget* target);
 // Forgets `name` if it is still `target`'s (a new connection of the same
 // name may have taken it since).
