@@ -147,7 +147,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, uid_t euid,
     *decline = {FallbackReason::kUidMismatch, true};
     return nullptr;
   }
-  // The budget and the three private descriptors read the limit once.
+  // The budget and the private descriptors read the limit once.
   sys::NofileLimitSnapshot nofile_limit;
   FallbackReason over_budget = FallbackReason::kNone;
   DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);

@@ -223,6 +223,9 @@ class ListenerState : public ProgressWatcher {
       empty = parked_.empty();
     }
     for (auto& [key, p] : expired) {
+      // A refused request (our side could not set its channel up) parks no
+      // channel: it only keeps its reason for an accept() that never came.
+      if (!p.channel) continue;
       VSOCKET_LOG(kWarn, "rdma: nobody accepted the connection of %s within "
                   "VSOCKET_CLAIM_TIMEOUT_MS; resetting its channel", key.c_str());
       p.channel->Abort();
