@@ -851,11 +851,16 @@ int UserSpacePoll() {
         }
         int64_t took_us = NowUs() - t0;
         long wakeups = ProgressThreadWakeups() - wakeups_before;
-        // Its 2 ms check of the held connection is all that should wake it.
-        long allowed = 10 + took_us / 1000;
+        // Its 2 ms check of the held connection should be all that wakes
+        // it. The bound tests the claim "not once per message" (>= kRounds):
+        // the checks plus half a wake-up per round. In the 2-vCPU guest a
+        // spinning client loses its CPU now and then, its hold lapses and
+        // the CQ is armed, so a few answers do wake the thread (76 and 116
+        // of 400 seen in CI, against 57 for the checks alone).
+        long allowed = 10 + took_us / 1000 + kRounds / 2;
         printf("  user_space_poll: %d round trips through vsocket_poll in "
                "%lld us; the progress thread woke %ld times (at most %ld "
-               "allowed: its checks)\n",
+               "allowed: its checks and half a wake-up per round)\n",
                kRounds, (long long)took_us, wakeups, allowed);
         CHECK(wakeups <= allowed,
               "the progress thread was woken per message (%ld for %d)",
