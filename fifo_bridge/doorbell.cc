@@ -198,6 +198,17 @@ int Doorbell::DeclineOffer(const std::string& key) {
   return AsWakeResult(SendDatagram(-1, &kDeclineByte, 1, to, len));
 }
 
+bool Doorbell::ClientWaitSocketBound(const std::string& key) {
+  struct sockaddr_un to;
+  socklen_t len = MakeAddress(key, 'c', 'A', &to);
+  int fd = sys::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return true;  // cannot tell: the claim finds out
+  bool bound = sys::connect(fd, reinterpret_cast<const struct sockaddr*>(&to), len) == 0 ||
+               (errno != ECONNREFUSED && errno != ENOENT);
+  sys::close(fd);
+  return bound;
+}
+
 int Doorbell::WakePeerWatcher(pid_t peer_pid) const {
   if (peer_pid <= 0) return -ECONNREFUSED;
   struct sockaddr_un to;

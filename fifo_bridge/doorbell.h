@@ -107,6 +107,15 @@ class Doorbell {
   // already).
   static int DeclineOffer(const std::string& key);
 
+  // Server, first in a claim: whether the client of connection `key` may
+  // have made an offer, i.e. a socket holds its wait socket's name (the
+  // client binds it before its SYN and keeps it while the connection
+  // lives, for named and sealed offers alike).  A socket, a connect and a
+  // close: so a plain TCP client costs the server three system calls.
+  // False only when no socket has that name; a stranger who bound it makes
+  // it true, and the claim then finds no segment and declines as before.
+  static bool ClientWaitSocketBound(const std::string& key);
+
   // Sends filler into the peer's wait socket until ours reports no
   // POLLOUT (two datagrams).  The peer's DrainWakeups takes them with its
   // wake-ups, which makes our wait socket writable again.  Returns 0 or

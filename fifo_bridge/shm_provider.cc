@@ -5,6 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "base/private_fd.h"
 #include "fifo_bridge/doorbell.h"
 #include "fifo_bridge/offer_hand_out.h"
@@ -107,42 +110,50 @@ class ShmListener final : public ListenerAttachment {
   ~ShmListener() override { sys::close(marker_fd_); }
   int marker_fd() const { return marker_fd_; }
 
-  std::unique_ptr<Transport> Claim(int accepted_fd, Decline* decline) override {
+  std::unique_ptr<Transport> Claim(int accepted_fd, ConnectionEndpoints* ends,
+                                   Decline* decline) override {
+    Endpoint local, peer;
+    if (!ends->NameLocal(accepted_fd) || !ends->NamePeer(accepted_fd) ||
+        !EndpointFromSockaddr(ends->local_sa(), ends->local_len, &local) ||
+        !EndpointFromSockaddr(ends->peer_sa(), ends->peer_len, &peer)) {
+      *decline = {FallbackReason::kPeerNotVsocket, false};
+      return nullptr;
+    }
+    std::string key = ConnectionKey(local, peer.port);
+    if (!Doorbell::ClientWaitSocketBound(key)) {
+      // No offer: a plain TCP client, or one that chose TCP (short_lived).
+      // Clients probe the marker before they offer, so it is drained at
+      // claims; one that probed and then chose TCP leaves a connection in
+      // its backlog (SOMAXCONN), emptied here now and then.
+      if (unoffered_.fetch_add(1, std::memory_order_relaxed) % kDrainEveryUnoffered == 0)
+        DrainListenerMarker(marker_fd_);
+      *decline = {FallbackReason::kPeerNotVsocket, false};
+      return nullptr;
+    }
     DrainListenerMarker(marker_fd_);
     uid_t euid = ::geteuid();
-    return ClaimOffer(accepted_fd, euid, euid == marker_uid_, decline);
+    return ClaimOffer(accepted_fd, key, euid, euid == marker_uid_, decline);
   }
 
  private:
-  // `euid`: ours; `same_uid`: we run as the user the marker announced.
-  static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, uid_t euid,
-                                               bool same_uid, Decline* decline);
+  static constexpr uint32_t kDrainEveryUnoffered = 64;
+  // `key`: the connection's; `euid`: ours; `same_uid`: we run as the user
+  // the marker announced.
+  static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, const std::string& key,
+                                               uid_t euid, bool same_uid,
+                                               Decline* decline);
   const int marker_fd_;
   const uid_t marker_uid_;  // who bound the marker (clients see this uid)
+  std::atomic<uint32_t> unoffered_{0};  // connections that came without an offer
 };
 
-std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, uid_t euid,
-                                                   bool same_uid,
+std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::string& key,
+                                                   uid_t euid, bool same_uid,
                                                    Decline* decline) {
-  struct sockaddr_storage local_ss, peer_ss;
-  socklen_t local_len = sizeof(local_ss), peer_len = sizeof(peer_ss);
-  Endpoint local, peer;
-  if (sys::getsockname(accepted_fd, reinterpret_cast<struct sockaddr*>(&local_ss),
-                       &local_len) != 0 ||
-      sys::getpeername(accepted_fd, reinterpret_cast<struct sockaddr*>(&peer_ss),
-                       &peer_len) != 0 ||
-      !EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&local_ss),
-                            local_len, &local) ||
-      !EndpointFromSockaddr(reinterpret_cast<struct sockaddr*>(&peer_ss),
-                            peer_len, &peer)) {
-    *decline = {FallbackReason::kPeerNotVsocket, false};
-    return nullptr;
-  }
-  std::string key = ConnectionKey(local, peer.port);
   const SharingPolicy& sharing = GetSharingPolicy();
   if (!same_uid && !sharing.enabled()) {
-    // An offer, if the client made one, is in the marker user's directory,
-    // out of our reach: tell the client now (harmless if it made none).
+    // The offer is in the marker user's directory, out of our reach: tell
+    // the client now.
     Doorbell::DeclineOffer(key);
     *decline = {FallbackReason::kUidMismatch, true};
     return nullptr;

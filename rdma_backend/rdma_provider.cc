@@ -65,7 +65,9 @@ class RdmaListenerAttachment final : public ListenerAttachment {
   explicit RdmaListenerAttachment(int handle) : handle_(handle) {}
   ~RdmaListenerAttachment() override { StopRdmaListener(handle_); }
 
-  std::unique_ptr<Transport> Claim(int accepted_fd, Decline* decline) override {
+  std::unique_ptr<Transport> Claim(int accepted_fd, ConnectionEndpoints* ends,
+                                   Decline* decline) override {
+    (void)ends;  // unused: ClaimRdmaChannel asks getpeername itself
     FallbackReason reason = FallbackReason::kPeerNotVsocket;
     std::unique_ptr<Transport> t = ClaimRdmaChannel(handle_, accepted_fd, &reason);
     // peer_not_vsocket: the client announced no channel here.

@@ -95,7 +95,9 @@ class ToePending final : public PendingConnection {
 
 class ToeListener final : public ListenerAttachment {
  public:
-  std::unique_ptr<Transport> Claim(int accepted_fd, Decline* decline) override {
+  std::unique_ptr<Transport> Claim(int accepted_fd, ConnectionEndpoints* ends,
+                                   Decline* decline) override {
+    (void)ends;
     FallbackReason why = Availability();
     if (why != FallbackReason::kNone) {
       *decline = Decline{why, true};

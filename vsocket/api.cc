@@ -166,7 +166,13 @@ int vsocket_listen(int fd, int backlog) {
   if (first) {
     vsocket::AttachListeners(fd, /*kernel_listening=*/true, &attachments, &rule_line);
     vs->set_rule_line(rule_line);
-    vs->SetListening(std::move(attachments));
+    // Accepted connections take the bound address as their local one when
+    // it is a single host (saves a getsockname per connection).
+    struct sockaddr_storage bound;
+    socklen_t bound_len = sizeof(bound);
+    auto* bound_sa = reinterpret_cast<struct sockaddr*>(&bound);
+    if (sys::getsockname(fd, bound_sa, &bound_len) != 0) bound_len = 0;
+    vs->SetListening(std::move(attachments), bound_len ? bound_sa : nullptr, bound_len);
     vsocket::HoldDeferAcceptFromKernel(vs.get(), fd);
   }
   return 0;
@@ -176,20 +182,35 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   auto vs = LookupSocket(fd);
   if (!vs || vs->state() != VirtualSocket::State::kListening)
     return sys::accept4(fd, addr, len, flags);
-  int tcp_fd = sys::accept4(fd, addr, len, flags);
+  // The peer's address comes with the connection: into the caller's
+  // buffer if it gave one (the kernel's semantics, EFAULT included),
+  // else into ours.
+  vsocket::ConnectionEndpoints ends;
+  int tcp_fd;
+  if (addr) {
+    socklen_t given = len ? *len : 0;
+    tcp_fd = sys::accept4(fd, addr, len, flags);
+    if (tcp_fd >= 0 && *len <= given) ends.SetPeer(addr, *len);  // not cut short
+  } else {
+    socklen_t peer_len = sizeof(ends.peer);
+    tcp_fd = sys::accept4(fd, reinterpret_cast<struct sockaddr*>(&ends.peer), &peer_len, flags);
+    if (tcp_fd >= 0) ends.peer_len = peer_len <= sizeof(ends.peer) ? peer_len : 0;
+  }
   if (tcp_fd < 0) return -1;
+  if (const vsocket::ConnectionEndpoints* bound = vs->listening_address())
+    ends.SetLocal(bound->local_sa(), bound->local_len);
   bool nonblocking = (flags & SOCK_NONBLOCK) != 0;
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
   conn->InheritBufferSizes(*vs);
   conn->set_accepted(true);
   conn->set_rule_line(vs->rule_line());
   std::unique_ptr<Transport> transport =
-      vsocket::ClaimAccepted(vs->listeners(), tcp_fd, vs->rule_line());
+      vsocket::ClaimAccepted(vs->listeners(), tcp_fd, &ends, vs->rule_line());
   // A claimed connection's user descriptor is new and close-on-exec.
   if (transport->user_fd() != tcp_fd && !(flags & SOCK_CLOEXEC))
     sys::fcntl(transport->user_fd(), F_SETFD, 0);
   int user_fd = transport->user_fd();
-  conn->SetTransport(std::move(transport));
+  conn->SetTransport(std::move(transport), &ends);
   RegisterSocket(user_fd, std::move(conn));
   return user_fd;
 }
@@ -262,7 +283,9 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
     }
     return -1;  // a failed connect withdraws the offer (pending's dtor)
   }
-  vs->SetTransport(vsocket::CompleteOffer(fd, std::move(pending), reason));
+  vsocket::ConnectionEndpoints ends;
+  vsocket::PeerOfConnect(addr, len, &ends);
+  vs->SetTransport(vsocket::CompleteOffer(fd, std::move(pending), reason), &ends);
   return 0;
 }
 

@@ -278,13 +278,20 @@ void EndWrite(LiveSlot* slot) {
                   std::memory_order_release);
 }
 
-void NameSocket(int tcp_fd, bool peer, LiveAddress* out) {
+// `known` (len 0: not known) or else what the kernel names for `tcp_fd`.
+void NameSocket(int tcp_fd, bool peer, const struct sockaddr_storage* known,
+                socklen_t known_len, LiveAddress* out) {
   *out = LiveAddress{};
   struct sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  auto* sa = reinterpret_cast<struct sockaddr*>(&ss);
-  int rc = peer ? sys::getpeername(tcp_fd, sa, &len) : sys::getsockname(tcp_fd, sa, &len);
-  if (rc != 0) return;
+  if (known_len != 0) {
+    ss = *known;
+  } else {
+    if (tcp_fd < 0) return;
+    socklen_t len = sizeof(ss);
+    auto* sa = reinterpret_cast<struct sockaddr*>(&ss);
+    int rc = peer ? sys::getpeername(tcp_fd, sa, &len) : sys::getsockname(tcp_fd, sa, &len);
+    if (rc != 0) return;
+  }
   if (ss.ss_family == AF_INET) {
     auto* in = reinterpret_cast<struct sockaddr_in*>(&ss);
     out->family = AF_INET;
@@ -422,10 +429,10 @@ LiveSlot* LiveSlotOpen(const LiveSlotIdentity& id) {
   draft.rule_line = id.rule_line;
   draft.ring_bytes = id.ring_bytes;
   draft.opened_ns = MonotonicNs();
-  if (id.tcp_fd >= 0) {
-    NameSocket(id.tcp_fd, false, &draft.local);
-    NameSocket(id.tcp_fd, true, &draft.peer);
-  }
+  static const ConnectionEndpoints kUnknown;
+  const ConnectionEndpoints& ends = id.ends ? *id.ends : kUnknown;
+  NameSocket(id.tcp_fd, false, &ends.local, ends.local_len, &draft.local);
+  NameSocket(id.tcp_fd, true, &ends.peer, ends.peer_len, &draft.peer);
   Page& page = ThePage();
   std::lock_guard<std::mutex> lock(page.mu);
   LiveSlot* slot = nullptr;

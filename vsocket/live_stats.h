@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 
+#include "vsocket/connection_endpoints.h"
 #include "vsocket/fallback_reason.h"
 #include "vsocket/live_stats_layout.h"
 #include "vsocket/transport_kind.h"
@@ -36,7 +37,8 @@ LiveHeader* LiveStatsHeaderIfMade();
 
 struct LiveSlotIdentity {
   int fd = -1;
-  int tcp_fd = -1;  // named with getsockname/getpeername
+  int tcp_fd = -1;  // names what `ends` does not (getsockname/getpeername)
+  const ConnectionEndpoints* ends = nullptr;  // may be null
   TransportKind kind = TransportKind::kTcp;
   FallbackReason reason = FallbackReason::kNone;
   bool accepted = false;

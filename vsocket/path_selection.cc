@@ -147,13 +147,14 @@ void AttachListeners(int listen_fd, bool kernel_listening,
 }
 
 std::unique_ptr<Transport> ClaimAccepted(const ListenerAttachments& set,
-                                         int accepted_fd, uint32_t rule_line) {
+                                         int accepted_fd, ConnectionEndpoints* ends,
+                                         uint32_t rule_line) {
   FallbackReason first = FallbackReason::kNone;
   FallbackReason kept = FallbackReason::kNone;
   for (const auto& attachment : set) {
     if (!attachment) continue;
     Decline d;
-    std::unique_ptr<Transport> t = attachment->Claim(accepted_fd, &d);
+    std::unique_ptr<Transport> t = attachment->Claim(accepted_fd, ends, &d);
     if (t) return t;
     if (d.applies) {
       kept = d.reason;

@@ -61,9 +61,11 @@ void AttachListeners(int listen_fd, bool kernel_listening,
 // Server: `accepted_fd` is a freshly accepted kernel socket.  A transport
 // that owns accepted_fd (its user descriptor is new), or kernel TCP on
 // accepted_fd with the reason (`rule_line`: the listener's rule, whose
-// policy names the reason when no provider was attached).
+// policy names the reason when no provider was attached).  `ends` as in
+// ListenerAttachment::Claim.
 std::unique_ptr<Transport> ClaimAccepted(const ListenerAttachments& set,
-                                         int accepted_fd, uint32_t rule_line);
+                                         int accepted_fd, ConnectionEndpoints* ends,
+                                         uint32_t rule_line);
 
 }  // namespace vsocket
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "vsocket/connection_endpoints.h"
 #include "vsocket/fallback_reason.h"
 #include "vsocket/transport.h"
 #include "vsocket/transport_kind.h"
@@ -77,8 +78,14 @@ class ListenerAttachment {
   // client's offer on this fabric: returns a transport that owns
   // accepted_fd (its user descriptor is new, close-on-exec), or nullptr and
   // a Decline (`applies` false when the client offered nothing here).
+  // `ends`: the addresses the core knows (the peer's always); the claim
+  // may fill the others in (ConnectionEndpoints::NameLocal), and the core
+  // then uses them for the live page.
   // Blocking: bounded by the provider (an RDMA handshake in flight).
+  // A connection with no offer is the common case for a server whose
+  // clients are plain programs: deciding that must cost few system calls.
   virtual std::unique_ptr<Transport> Claim(int accepted_fd,
+                                           ConnectionEndpoints* ends,
                                            Decline* decline) = 0;
 };
 

@@ -43,7 +43,8 @@ void VirtualSocket::NoteShutdown(int how) {
   LiveSlotAddFlags(live_slot_, flags);
 }
 
-void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
+void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport,
+                                 const ConnectionEndpoints* ends) {
   std::lock_guard<std::mutex> lock(mutex_);
   StatsConnectionOpened(transport->kind());
   // Kernel TCP from the start: its reason is counted here.  A fast-path
@@ -62,6 +63,7 @@ void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport) {
     id.accepted = accepted_;
     id.rule_line = rule_line_;
     id.ring_bytes = static_cast<uint32_t>(transport->send_ring_bytes());
+    id.ends = ends;
     live_slot_ = LiveSlotOpen(id);
   }
   transport->AttachLiveSlot(live_slot_);
@@ -87,10 +89,15 @@ void VirtualSocket::SetConnecting(std::unique_ptr<PendingConnection> pending,
   state_.store(State::kConnecting, std::memory_order_release);
 }
 
-void VirtualSocket::SetListening(ListenerAttachments attachments) {
+void VirtualSocket::SetListening(ListenerAttachments attachments,
+                                 const struct sockaddr* bound, socklen_t bound_len) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (state() == State::kListening) return;  // the first call's are kept
   listeners_ = std::move(attachments);
+  if (IsSpecificAddress(bound, bound_len)) {
+    listening_address_ = std::make_unique<ConnectionEndpoints>();
+    listening_address_->SetLocal(bound, bound_len);
+  }
   state_.store(State::kListening, std::memory_order_release);
 }
 

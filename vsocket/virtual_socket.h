@@ -23,6 +23,7 @@
 #include <mutex>
 #include <vector>
 
+#include "vsocket/connection_endpoints.h"
 #include "vsocket/connection_history.h"
 #include "vsocket/path_selection.h"
 #include "vsocket/transport.h"
@@ -49,16 +50,25 @@ class VirtualSocket {
   Transport* TransportFinishingConnect(int fd);
 
   // Called by connect/accept once the path is chosen.  Takes ownership.
-  void SetTransport(std::unique_ptr<Transport> transport);
+  // `ends`: the addresses connect/accept already know, for the live page
+  // (null, or an address not known: asked of the kernel).
+  void SetTransport(std::unique_ptr<Transport> transport,
+                    const ConnectionEndpoints* ends = nullptr);
   // Non-blocking connect in flight; `pending` may be null (plain TCP, with
   // `reason`).
   void SetConnecting(std::unique_ptr<PendingConnection> pending,
                      FallbackReason reason);
   // Takes ownership of the attachments (path_selection.h).  Only the first
   // call's are kept: they never change once the state is kListening, so
-  // accept() reads them without the lock.
-  void SetListening(ListenerAttachments attachments);
+  // accept() reads them without the lock.  `bound`: the listener's
+  // address when it is one host (IsSpecificAddress), the local address of
+  // every connection it accepts; null otherwise.
+  void SetListening(ListenerAttachments attachments,
+                    const struct sockaddr* bound = nullptr, socklen_t bound_len = 0);
   const ListenerAttachments& listeners() const { return listeners_; }
+  // The `bound` kept by SetListening, or null.  Read without the lock,
+  // like listeners().
+  const ConnectionEndpoints* listening_address() const { return listening_address_.get(); }
 
   IoOptions SendOptions() const;
   IoOptions RecvOptions() const;
@@ -128,6 +138,7 @@ class VirtualSocket {
   std::unique_ptr<PendingConnection> pending_;
   FallbackReason pending_reason_ = FallbackReason::kNone;
   ListenerAttachments listeners_;
+  std::unique_ptr<ConnectionEndpoints> listening_address_;  // local only
   std::atomic<bool> nonblocking_;
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};

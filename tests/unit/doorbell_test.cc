@@ -96,6 +96,24 @@ TEST(DoorbellTest, ADeclineIsTheOneDatagramThatDrainingReports) {
   EXPECT_EQ(Doorbell::DeclineOffer(key), -ECONNREFUSED);  // no such client
 }
 
+TEST(DoorbellTest, ClientWaitSocketBoundTellsWhetherAClientOffered) {
+  // The server's first question in a claim: no client socket, no offer.
+  std::string key = UniqueKey("offered");
+  EXPECT_FALSE(Doorbell::ClientWaitSocketBound(key));
+  Doorbell client;
+  ASSERT_EQ(client.Open(key, 'c', 's'), 0);
+  EXPECT_TRUE(Doorbell::ClientWaitSocketBound(key));
+  // Asking sends nothing: the client's socket stays empty.
+  EXPECT_EQ(client.DrainWakeups().datagrams, 0);
+  // Only the client's side counts: a server's own socket is not an offer.
+  Doorbell server;
+  std::string other = UniqueKey("server-only");
+  ASSERT_EQ(server.Open(other, 's', 'c'), 0);
+  EXPECT_FALSE(Doorbell::ClientWaitSocketBound(other));
+  client.Close();
+  EXPECT_FALSE(Doorbell::ClientWaitSocketBound(key));
+}
+
 TEST(DoorbellTest, PeerWatcherWakeNamesThePeerSide) {
   // A datagram to a process's wake socket carries "<peer role><key>".
   std::string key = UniqueKey("watcher");
