@@ -7,6 +7,7 @@
 
 #include "bench_clock.h"
 #include "bench_protocol.h"
+#include "bench_socket_calls.h"
 #include "vsocket/vsocket.h"
 
 namespace vbench {
@@ -98,7 +99,7 @@ void measure_stream(int fd, const ClientConfig& cfg, size_t msg_size,
   // --zerocopy: msg is registered once; each call returns when the buffer
   // may change again, so the flag byte can be rewritten between phases.
   vsocket_region* region = nullptr;
-  if (cfg.zerocopy) {
+  if (cfg.zerocopy && !KernelSockets()) {  // the kernel row sends plainly
     region = vsocket_register(msg.data(), msg.size());
     if (region == nullptr) throw_errno("vsocket_register");
   }
@@ -169,10 +170,10 @@ ShortConnectionTimes one_short_connection(const ClientConfig& cfg) {
       throw BenchError("server closed a short connection without echoing");
     times.first_byte_ns = now_ns() - t_start;
   } catch (...) {
-    vsocket_close(fd);
+    Sock().close(fd);
     throw;
   }
-  vsocket_close(fd);
+  Sock().close(fd);
   return times;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "bench_socket_calls.h"
 #include "vsocket/vsocket.h"
 
 namespace vbench {
@@ -26,7 +27,7 @@ namespace {
 // execs; toe reads ahead only on close-on-exec sockets); see
 // TransportUnavailable.
 int open_socket(int family) {
-  int fd = vsocket_socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = Sock().socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) return fd;
   int saved = errno;
   switch (saved) {
@@ -66,19 +67,19 @@ int listen_on(const char* bind_ip, uint16_t port) {
   int fd = open_socket(AF_INET);
   try {
     int one = 1;
-    if (vsocket_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
-      throw_errno("vsocket_setsockopt(SO_REUSEADDR)");
+    if (Sock().setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
+      throw_errno("Sock().setsockopt(SO_REUSEADDR)");
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     if (inet_pton(AF_INET, bind_ip, &addr.sin_addr) != 1)
       throw BenchError(std::string("bad IPv4 bind address '") + bind_ip + "'");
-    if (vsocket_bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    if (Sock().bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
       throw_errno(std::string("vsocket_bind ") + bind_ip + ":" +
                   std::to_string(port));
-    if (vsocket_listen(fd, 128) != 0) throw_errno("vsocket_listen");
+    if (Sock().listen(fd, 128) != 0) throw_errno("vsocket_listen");
   } catch (...) {
-    vsocket_close(fd);
+    Sock().close(fd);
     throw;
   }
   return fd;
@@ -87,7 +88,7 @@ int listen_on(const char* bind_ip, uint16_t port) {
 uint16_t local_port(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
-  if (vsocket_getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+  if (Sock().getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
     throw_errno("vsocket_getsockname");
   if (addr.ss_family == AF_INET6)
     return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
@@ -99,14 +100,14 @@ int connect_to(const PeerAddress& peer, int io_timeout_ms) {
   try {
     set_io_timeout(fd, io_timeout_ms);  // Linux bounds connect by SO_SNDTIMEO
     const sockaddr* addr = reinterpret_cast<const sockaddr*>(&peer.storage);
-    if (vsocket_connect(fd, addr, peer.length) != 0) {
+    if (Sock().connect(fd, addr, peer.length) != 0) {
       // A blocking connect cut short by SO_SNDTIMEO reports EINPROGRESS.
       if (errno == EINPROGRESS)
         throw BenchError("vsocket_connect: timed out", ETIMEDOUT);
       throw_errno("vsocket_connect");
     }
   } catch (...) {
-    vsocket_close(fd);
+    Sock().close(fd);
     throw;
   }
   return fd;
@@ -116,22 +117,22 @@ void set_io_timeout(int fd, int timeout_ms) {
   timeval tv{};
   tv.tv_sec = timeout_ms / 1000;
   tv.tv_usec = (timeout_ms % 1000) * 1000;
-  if (vsocket_setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
-    throw_errno("vsocket_setsockopt(SO_RCVTIMEO)");
-  if (vsocket_setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-    throw_errno("vsocket_setsockopt(SO_SNDTIMEO)");
+  if (Sock().setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+    throw_errno("Sock().setsockopt(SO_RCVTIMEO)");
+  if (Sock().setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+    throw_errno("Sock().setsockopt(SO_SNDTIMEO)");
 }
 
 void set_nodelay(int fd) {
   int one = 1;
-  if (vsocket_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-    throw_errno("vsocket_setsockopt(TCP_NODELAY)");
+  if (Sock().setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+    throw_errno("Sock().setsockopt(TCP_NODELAY)");
 }
 
 void send_all(int fd, const void* buf, size_t len) {
   const char* p = static_cast<const char*>(buf);
   while (len > 0) {
-    ssize_t n = vsocket_send(fd, p, len, 0);
+    ssize_t n = Sock().send(fd, p, len, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno("vsocket_send");
@@ -158,22 +159,24 @@ bool recv_all(int fd, void* buf, size_t len) {
 
 size_t recv_some(int fd, void* buf, size_t len) {
   for (;;) {
-    ssize_t n = vsocket_recv(fd, buf, len, 0);
+    ssize_t n = Sock().recv(fd, buf, len, 0);
     if (n >= 0) return size_t(n);
     if (errno != EINTR) throw_errno("vsocket_recv");
   }
 }
 
 void close_quietly(int fd) {
-  if (fd >= 0) vsocket_close(fd);
+  if (fd >= 0) Sock().close(fd);
 }
 
 std::string transport_of(int fd) {
+  if (KernelSockets()) return kKernelTransport;
   const char* name = vsocket_transport_name(fd);
   return name ? name : "";
 }
 
 std::string fallback_reason_of(int fd) {
+  if (KernelSockets()) return "";
   const char* reason = vsocket_fallback_reason(fd);
   return reason ? reason : "";
 }

@@ -1,4 +1,5 @@
-// Socket helpers over the vsocket API. Every failure throws BenchError whose
+// Socket helpers over the vsocket API, or the kernel's for the "tcp" row
+// (bench_socket_calls.h). Every failure throws BenchError whose
 // message names the call and carries strerror; timeouts are failures too.
 #ifndef VSOCKET_BENCHMARKS_BENCH_NET_H_
 #define VSOCKET_BENCHMARKS_BENCH_NET_H_

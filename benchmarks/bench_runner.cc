@@ -17,6 +17,7 @@
 #include "bench_clock.h"
 #include "bench_net.h"
 #include "bench_server.h"
+#include "bench_socket_calls.h"
 #include "vsocket/vsocket.h"
 
 namespace vbench {
@@ -99,6 +100,7 @@ ChildEnd reap_child(pid_t pid, int timeout_ms) {
 void enter_child(const std::string& transport) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the orchestrator
   setenv("VSOCKET_TRANSPORT", transport.c_str(), 1);
+  UseKernelSockets(transport == kKernelTransport);
 }
 
 // Fork after flushing, so that buffered output is not written twice.
@@ -142,7 +144,7 @@ struct ServerStartup {
     std::fprintf(stderr, "vsocket-bench: %s server: %s\n", transport.c_str(), e.what());
     rc = 1;
   }
-  vsocket_close(listen_fd);
+  Sock().close(listen_fd);
   std::exit(rc);  // exit(), not _exit(): let the library clean up
 }
 

@@ -11,6 +11,7 @@
 #include "bench_clock.h"
 #include "bench_net.h"
 #include "bench_protocol.h"
+#include "bench_socket_calls.h"
 #include "vsocket/vsocket.h"
 
 namespace vbench {
@@ -116,7 +117,7 @@ class StreamReader {
 };
 
 ServerReport serve_stream(int fd, size_t msg_size, bool zerocopy, size_t recv_size) {
-  StreamReader reader(fd, msg_size, zerocopy, recv_size);
+  StreamReader reader(fd, msg_size, zerocopy && !KernelSockets(), recv_size);
   MeasuredWindow window;
   uint64_t received = 0;          // bytes so far, all phases
   uint64_t window_base = 0;       // `received` when the window opened
@@ -150,7 +151,7 @@ ServerReport serve_stream(int fd, size_t msg_size, bool zerocopy, size_t recv_si
 
 // Accepts one short connection, echoes its one byte, closes it.
 void serve_short_connection(int listen_fd, int io_timeout_ms) {
-  int fd = vsocket_accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  int fd = Sock().accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
     if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) return;
     throw_errno("vsocket_accept");
@@ -162,10 +163,10 @@ void serve_short_connection(int listen_fd, int io_timeout_ms) {
       throw BenchError("short connection closed before its byte");
     send_all(fd, &byte, 1);
   } catch (...) {
-    vsocket_close(fd);
+    Sock().close(fd);
     throw;
   }
-  vsocket_close(fd);
+  Sock().close(fd);
 }
 
 // Serves short connections until the control connection says kEnd.
@@ -174,7 +175,7 @@ ServerReport serve_connect(int control_fd, int listen_fd, int io_timeout_ms) {
   uint64_t served = 0;
   for (;;) {
     pollfd fds[2] = {{control_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};
-    int rc = vsocket_poll(fds, 2, io_timeout_ms);
+    int rc = Sock().poll(fds, 2, io_timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
       throw_errno("vsocket_poll");
@@ -244,15 +245,15 @@ void serve(int listen_fd, const ServerOptions& options) {
       }
       timeout_ms = int(options.idle_exit_ms - idle_ms);
     }
-    int rc = vsocket_poll(fds, count, timeout_ms);
+    int rc = Sock().poll(fds, count, timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
-      throw_errno("vsocket_poll(listening socket)");
+      throw_errno("Sock().poll(listening socket)");
     }
     if (count == 2 && fds[1].revents != 0) return;
     if (!(fds[0].revents & POLLIN)) continue;
 
-    int fd = vsocket_accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    int fd = Sock().accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
       throw_errno("vsocket_accept");
@@ -262,7 +263,7 @@ void serve(int listen_fd, const ServerOptions& options) {
     } catch (const BenchError& e) {
       std::fprintf(stderr, "server: session failed: %s\n", e.what());
     }
-    vsocket_close(fd);
+    Sock().close(fd);
     idle_since_ns = now_ns();
   }
 }

@@ -7,7 +7,9 @@
 // (`vsocket-bench --help` lists every option.)
 //
 // Each transport named by --transports runs in fresh processes with
-// VSOCKET_TRANSPORT set before their first vsocket call. If a connection
+// VSOCKET_TRANSPORT set before their first vsocket call; "tcp", the
+// baseline of every ratio, makes plain system calls instead, without
+// vsocket at all (bench_socket_calls.h). If a connection
 // lands on another transport than requested, that transport is reported as
 // skipped with vsocket_fallback_reason(). Modes (bench_protocol.h has the
 // wire details):
@@ -76,6 +78,7 @@
 #include "bench_report.h"
 #include "bench_runner.h"
 #include "bench_server.h"
+#include "bench_socket_calls.h"
 #include "vsocket/vsocket.h"
 
 namespace vbench {
@@ -91,8 +94,9 @@ int run_server_role(const Options& options) {
   uint16_t port = options.port > 0 ? uint16_t(options.port) : kDefaultPort;
   int listen_fd = -1;
   try {
-    listen_fd = listen_on("0.0.0.0", port);
     std::string transport = env_or_empty("VSOCKET_TRANSPORT");
+    UseKernelSockets(transport == kKernelTransport);
+    listen_fd = listen_on("0.0.0.0", port);
     std::printf("vsocket-bench server listening on 0.0.0.0:%u (VSOCKET_TRANSPORT=%s)\n",
                 unsigned(port), transport.empty() ? "unset" : transport.c_str());
     std::fflush(stdout);
