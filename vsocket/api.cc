@@ -41,6 +41,21 @@ namespace sys = vsocket::sys;
 
 namespace {
 
+// The kernel socket has IP_TRANSPARENT (or IPV6_TRANSPARENT): its accepted
+// connections' local address is the client's destination, not the bound
+// one.  An error reads as transparent (the cautious side).
+bool IsTransparent(int fd) {
+  int on = 0;
+  socklen_t len = sizeof(on);
+  if (sys::getsockopt(fd, SOL_IP, IP_TRANSPARENT, &on, &len) != 0) return true;
+  if (on) return true;
+  len = sizeof(on);
+  // An IPv4 socket has no IPv6 option: ENOPROTOOPT there is a "no".
+  if (sys::getsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &on, &len) != 0)
+    return errno != ENOPROTOOPT && errno != EOPNOTSUPP;
+  return on != 0;
+}
+
 bool IsVirtualCandidate(int domain, int type, int protocol) {
   return (domain == AF_INET || domain == AF_INET6) &&
          (type & 0xf) == SOCK_STREAM &&
@@ -172,6 +187,7 @@ int vsocket_listen(int fd, int backlog) {
     socklen_t bound_len = sizeof(bound);
     auto* bound_sa = reinterpret_cast<struct sockaddr*>(&bound);
     if (sys::getsockname(fd, bound_sa, &bound_len) != 0) bound_len = 0;
+    if (IsTransparent(fd)) vs->NoteTransparent();
     vs->SetListening(std::move(attachments), bound_len ? bound_sa : nullptr, bound_len);
     vsocket::HoldDeferAcceptFromKernel(vs.get(), fd);
   }
@@ -403,6 +419,9 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
       vsocket::SetDeferAccept(vs.get(), fd, val, len, &rc))
     return rc;
   rc = sys::setsockopt(KernelFdOf(vs.get(), fd), level, name, val, len);
+  if (rc == 0 && ((level == SOL_IP && name == IP_TRANSPARENT) ||
+                  (level == SOL_IPV6 && name == IPV6_TRANSPARENT)))
+    vs->NoteTransparent();  // whatever the value: the cautious side
   if (rc == 0 && level == SOL_SOCKET) {
     if (name == SO_RCVTIMEO) vs->set_recv_timeout_ns(TimevalToNs(val, len));
     if (name == SO_SNDTIMEO) vs->set_send_timeout_ns(TimevalToNs(val, len));

@@ -67,8 +67,14 @@ class VirtualSocket {
                     const struct sockaddr* bound = nullptr, socklen_t bound_len = 0);
   const ListenerAttachments& listeners() const { return listeners_; }
   // The `bound` kept by SetListening, or null.  Read without the lock,
-  // like listeners().
-  const ConnectionEndpoints* listening_address() const { return listening_address_.get(); }
+  // like listeners().  Null too once the socket is transparent (TPROXY:
+  // its connections' local address is where the client meant to go).
+  const ConnectionEndpoints* listening_address() const {
+    return transparent_.load(std::memory_order_relaxed) ? nullptr : listening_address_.get();
+  }
+  // setsockopt(IP_TRANSPARENT or IPV6_TRANSPARENT) was called, or the
+  // kernel socket had it at listen().
+  void NoteTransparent() { transparent_.store(true, std::memory_order_relaxed); }
 
   IoOptions SendOptions() const;
   IoOptions RecvOptions() const;
@@ -139,6 +145,7 @@ class VirtualSocket {
   FallbackReason pending_reason_ = FallbackReason::kNone;
   ListenerAttachments listeners_;
   std::unique_ptr<ConnectionEndpoints> listening_address_;  // local only
+  std::atomic<bool> transparent_{false};
   std::atomic<bool> nonblocking_;
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};
