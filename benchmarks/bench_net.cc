@@ -39,9 +39,9 @@ int open_socket(int family) {
     case ENOSYS:
     case ENODEV:
       throw TransportUnavailable(
-          std::string("vsocket_socket: ") + strerror(saved), saved);
+          std::string("socket: ") + strerror(saved), saved);
     default:
-      throw_errno("vsocket_socket");
+      throw_errno("socket");
   }
 }
 
@@ -68,16 +68,16 @@ int listen_on(const char* bind_ip, uint16_t port) {
   try {
     int one = 1;
     if (Sock().setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
-      throw_errno("Sock().setsockopt(SO_REUSEADDR)");
+      throw_errno("setsockopt(SO_REUSEADDR)");
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     if (inet_pton(AF_INET, bind_ip, &addr.sin_addr) != 1)
       throw BenchError(std::string("bad IPv4 bind address '") + bind_ip + "'");
     if (Sock().bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-      throw_errno(std::string("vsocket_bind ") + bind_ip + ":" +
+      throw_errno(std::string("bind ") + bind_ip + ":" +
                   std::to_string(port));
-    if (Sock().listen(fd, 128) != 0) throw_errno("vsocket_listen");
+    if (Sock().listen(fd, 128) != 0) throw_errno("listen");
   } catch (...) {
     Sock().close(fd);
     throw;
@@ -89,7 +89,7 @@ uint16_t local_port(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   if (Sock().getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw_errno("vsocket_getsockname");
+    throw_errno("getsockname");
   if (addr.ss_family == AF_INET6)
     return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
   return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
@@ -103,8 +103,8 @@ int connect_to(const PeerAddress& peer, int io_timeout_ms) {
     if (Sock().connect(fd, addr, peer.length) != 0) {
       // A blocking connect cut short by SO_SNDTIMEO reports EINPROGRESS.
       if (errno == EINPROGRESS)
-        throw BenchError("vsocket_connect: timed out", ETIMEDOUT);
-      throw_errno("vsocket_connect");
+        throw BenchError("connect: timed out", ETIMEDOUT);
+      throw_errno("connect");
     }
   } catch (...) {
     Sock().close(fd);
@@ -118,15 +118,15 @@ void set_io_timeout(int fd, int timeout_ms) {
   tv.tv_sec = timeout_ms / 1000;
   tv.tv_usec = (timeout_ms % 1000) * 1000;
   if (Sock().setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
-    throw_errno("Sock().setsockopt(SO_RCVTIMEO)");
+    throw_errno("setsockopt(SO_RCVTIMEO)");
   if (Sock().setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-    throw_errno("Sock().setsockopt(SO_SNDTIMEO)");
+    throw_errno("setsockopt(SO_SNDTIMEO)");
 }
 
 void set_nodelay(int fd) {
   int one = 1;
   if (Sock().setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-    throw_errno("Sock().setsockopt(TCP_NODELAY)");
+    throw_errno("setsockopt(TCP_NODELAY)");
 }
 
 void send_all(int fd, const void* buf, size_t len) {
@@ -135,7 +135,7 @@ void send_all(int fd, const void* buf, size_t len) {
     ssize_t n = Sock().send(fd, p, len, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno("vsocket_send");
+      throw_errno("send");
     }
     p += n;
     len -= size_t(n);
@@ -149,7 +149,7 @@ bool recv_all(int fd, void* buf, size_t len) {
     size_t n = recv_some(fd, p + got, len - got);
     if (n == 0) {
       if (got == 0) return false;
-      throw BenchError("vsocket_recv: peer closed after " + std::to_string(got) +
+      throw BenchError("recv: peer closed after " + std::to_string(got) +
                        " of " + std::to_string(len) + " bytes");
     }
     got += n;
@@ -161,7 +161,7 @@ size_t recv_some(int fd, void* buf, size_t len) {
   for (;;) {
     ssize_t n = Sock().recv(fd, buf, len, 0);
     if (n >= 0) return size_t(n);
-    if (errno != EINTR) throw_errno("vsocket_recv");
+    if (errno != EINTR) throw_errno("recv");
   }
 }
 

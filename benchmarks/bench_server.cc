@@ -154,7 +154,7 @@ void serve_short_connection(int listen_fd, int io_timeout_ms) {
   int fd = Sock().accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
     if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) return;
-    throw_errno("vsocket_accept");
+    throw_errno("accept");
   }
   try {
     set_io_timeout(fd, io_timeout_ms);
@@ -178,7 +178,7 @@ ServerReport serve_connect(int control_fd, int listen_fd, int io_timeout_ms) {
     int rc = Sock().poll(fds, 2, io_timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
-      throw_errno("vsocket_poll");
+      throw_errno("poll");
     }
     if (rc == 0)
       throw BenchError("connect mode: no activity for " +
@@ -248,7 +248,7 @@ void serve(int listen_fd, const ServerOptions& options) {
     int rc = Sock().poll(fds, count, timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
-      throw_errno("Sock().poll(listening socket)");
+      throw_errno("poll(listening socket)");
     }
     if (count == 2 && fds[1].revents != 0) return;
     if (!(fds[0].revents & POLLIN)) continue;
@@ -256,7 +256,7 @@ void serve(int listen_fd, const ServerOptions& options) {
     int fd = Sock().accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
-      throw_errno("vsocket_accept");
+      throw_errno("accept");
     }
     try {
       serve_session(fd, listen_fd, options);

@@ -278,27 +278,17 @@ void EndWrite(LiveSlot* slot) {
                   std::memory_order_release);
 }
 
-// `known` (len 0: not known) or else what the kernel names for `tcp_fd`.
-void NameSocket(int tcp_fd, bool peer, const struct sockaddr_storage* known,
-                socklen_t known_len, LiveAddress* out) {
+// An IPv4 or IPv6 address as the page holds it (len 0: unknown).
+void ToLiveAddress(const struct sockaddr_storage& ss, socklen_t len, LiveAddress* out) {
   *out = LiveAddress{};
-  struct sockaddr_storage ss;
-  if (known_len != 0) {
-    ss = *known;
-  } else {
-    if (tcp_fd < 0) return;
-    socklen_t len = sizeof(ss);
-    auto* sa = reinterpret_cast<struct sockaddr*>(&ss);
-    int rc = peer ? sys::getpeername(tcp_fd, sa, &len) : sys::getsockname(tcp_fd, sa, &len);
-    if (rc != 0) return;
-  }
+  if (len == 0) return;
   if (ss.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<struct sockaddr_in*>(&ss);
+    const auto* in = reinterpret_cast<const struct sockaddr_in*>(&ss);
     out->family = AF_INET;
     out->port = ntohs(in->sin_port);
     std::memcpy(out->addr, &in->sin_addr, 4);
   } else if (ss.ss_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<struct sockaddr_in6*>(&ss);
+    const auto* in6 = reinterpret_cast<const struct sockaddr_in6*>(&ss);
     out->family = AF_INET6;
     out->port = ntohs(in6->sin6_port);
     std::memcpy(out->addr, &in6->sin6_addr, 16);
@@ -429,10 +419,14 @@ LiveSlot* LiveSlotOpen(const LiveSlotIdentity& id) {
   draft.rule_line = id.rule_line;
   draft.ring_bytes = id.ring_bytes;
   draft.opened_ns = MonotonicNs();
-  static const ConnectionEndpoints kUnknown;
-  const ConnectionEndpoints& ends = id.ends ? *id.ends : kUnknown;
-  NameSocket(id.tcp_fd, false, &ends.local, ends.local_len, &draft.local);
-  NameSocket(id.tcp_fd, true, &ends.peer, ends.peer_len, &draft.peer);
+  // What connect/accept knew; the kernel names the rest.
+  ConnectionEndpoints ends = id.ends ? *id.ends : ConnectionEndpoints{};
+  if (id.tcp_fd >= 0) {
+    ends.NameLocal(id.tcp_fd);
+    ends.NamePeer(id.tcp_fd);
+  }
+  ToLiveAddress(ends.local, ends.local_len, &draft.local);
+  ToLiveAddress(ends.peer, ends.peer_len, &draft.peer);
   Page& page = ThePage();
   std::lock_guard<std::mutex> lock(page.mu);
   LiveSlot* slot = nullptr;
