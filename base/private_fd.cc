@@ -6,12 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "base/real_libc.h"
 
 namespace vsocket::sys {
 namespace {
+
+std::atomic<unsigned long> g_ranges_closed{0};  // NoteRangeClosed
 
 // Room asked for above the soft limit during a raise.
 constexpr rlim_t kAboveRange = rlim_t{1} << 20;  // fs.nr_open's default
@@ -114,6 +117,12 @@ PrivateFdRange CurrentPrivateFdRange() {
     range.room_above = static_cast<long>(room);
   }
   return range;
+}
+
+void NoteRangeClosed() { g_ranges_closed.fetch_add(1, std::memory_order_acq_rel); }
+
+unsigned long RangeClosedCount() {
+  return g_ranges_closed.load(std::memory_order_acquire);
 }
 
 }  // namespace vsocket::sys

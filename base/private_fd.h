@@ -61,6 +61,16 @@ class NofileLimitSnapshot {
   NofileLimitSnapshot* outer_;
 };
 
+// The application closed a range of descriptors that may hold private
+// ones: close_range() or closefrom() (the interposer calls this).  A
+// descriptor a component caches for the process's life must then be
+// dropped, never closed: its number may name the application's file now.
+// Any thread; async-signal-safe.
+void NoteRangeClosed();
+// How many times NoteRangeClosed was called: a cached descriptor made
+// under another count is dropped.
+unsigned long RangeClosedCount();
+
 }  // namespace vsocket::sys
 
 #endif  // VSOCKET_BASE_PRIVATE_FD_H_

@@ -110,8 +110,9 @@ class Doorbell {
   // Server, first in a claim: whether the client of connection `key` may
   // have made an offer, i.e. a socket holds its wait socket's name (the
   // client binds it before its SYN and keeps it while the connection
-  // lives, for named and sealed offers alike).  A socket, a connect and a
-  // close: so a plain TCP client costs the server three system calls.
+  // lives, for named and sealed offers alike).  One connect() of a probe
+  // socket the process keeps (a socket and a close the first time): so a
+  // plain TCP client costs the server one system call.
   // False only when no socket has that name; a stranger who bound it makes
   // it true, and the claim then finds no segment and declines as before.
   static bool ClientWaitSocketBound(const std::string& key);

@@ -12,6 +12,7 @@
 #include "preload/epoll_tracking.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
+#include "base/private_fd.h"
 #include "base/real_libc.h"
 #include "vsocket/config.h"
 #include "vsocket/virtual_socket.h"
@@ -114,12 +115,18 @@ VSP_EXPORT int fclose(FILE* stream) {
 VSP_EXPORT int close_range(unsigned int first, unsigned int last,
                            int flags) __THROW {
   // CLOSE_RANGE_CLOEXEC only marks descriptors: nothing is closed yet.
-  if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last) ForgetRange(first, last);
+  if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last) {
+    ForgetRange(first, last);
+    sys::NoteRangeClosed();
+  }
   return real::close_range(first, last, flags);
 }
 
 VSP_EXPORT void closefrom(int lowfd) __THROW {
-  if (lowfd >= 0) ForgetRange(static_cast<unsigned int>(lowfd), ~0u);
+  if (lowfd >= 0) {
+    ForgetRange(static_cast<unsigned int>(lowfd), ~0u);
+    sys::NoteRangeClosed();
+  }
   real::closefrom(lowfd);
 }
 
