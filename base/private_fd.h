@@ -1,6 +1,6 @@
-// Where the descriptors vsocket keeps for itself live (doorbell sinks,
-// liveness TCP sockets, segment files, SideState memfds, listener markers,
-// the watchers' epoll and eventfd).
+// Where the descriptors vsocket keeps for itself live (liveness TCP
+// sockets, sealed segments' and SideState memfds, listener markers, the
+// claim's probe socket, the watchers' epoll and eventfd).
 //
 // They come out of the process's one descriptor table, whose size the
 // application controls (RLIMIT_NOFILE), so they must neither take numbers

@@ -15,9 +15,10 @@ std::atomic<int> g_connections{0};
 }  // namespace
 
 int PrivateFdsPerConnection() {
-  // The segment and the liveness TCP socket; a sealed segment keeps its
-  // SideState in a memfd of its own (side_state.h).
-  return GetSharingPolicy().enabled() ? 3 : 2;
+  // The liveness TCP socket (a named segment is held by its name); a
+  // sealed segment keeps its memfd, and its SideState is a memfd of its
+  // own (side_state.h).
+  return GetSharingPolicy().enabled() ? 3 : 1;
 }
 
 DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {

@@ -5,8 +5,9 @@
 // a share of that table (reason fd_limit).
 //
 // Each connection holds PrivateFdsPerConnection() descriptors beside the
-// application's (the segment file and the liveness TCP socket; and, while
-// sharing with other users, the SideState memfd of a sealed segment).  They
+// application's: its liveness TCP socket (a named segment is held by its
+// name, not a descriptor); while sharing with other users, also the sealed
+// segment's memfd and its SideState memfd.  They
 // may take at most VSOCKET_FD_SHARE percent of the soft limit; a connection
 // beyond that takes kernel TCP with reason fd_limit, so the application
 // keeps the rest of its table and gets EMFILE where the kernel would give
@@ -25,7 +26,7 @@
 
 namespace vsocket::fifo {
 
-// 2, or 3 while VSOCKET_SHARE_UIDS makes every segment a sealed one.
+// 1, or 3 while VSOCKET_SHARE_UIDS makes every segment a sealed one.
 int PrivateFdsPerConnection();
 // Private descriptors a process keeps besides its connections' (watcher
 // epoll and eventfd, listener markers, the live page): kept free for them.

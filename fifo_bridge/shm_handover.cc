@@ -4,7 +4,8 @@
 //
 // What survives exec and what does not:
 //  - descriptors without FD_CLOEXEC survive: the wait socket (the user's),
-//    and, once the exporter clears their flag, the segment file, the
+//    and, once the exporter clears their flag, the segment file (opened
+//    again by its name for the occasion: ShmSegment::DescriptorForExec), the
 //    SideState memfd (sealed segments only; others keep the SideState in
 //    the segment's slot) and the liveness TCP socket (a client's decline
 //    sink is useless after the claim and dies with the old image);
@@ -63,9 +64,10 @@ int MakePrivate(int fd) {
 }  // namespace
 
 bool ShmTransport::CanHandOver() {
-  return !revoked() && IsClaimed() && segment_ && segment_->fd() >= 0 &&
+  // The segment's descriptor last: a named one is opened for the occasion.
+  return !revoked() && IsClaimed() && segment_ &&
          (side_in_segment_ || side_fd_ >= 0) && doorbell_->wait_fd() >= 0 &&
-         tcp_fd_ >= 0;
+         tcp_fd_ >= 0 && segment_->DescriptorForExec() >= 0;
 }
 
 ShmTransport::InheritedFds ShmTransport::inherited_fds() const {
@@ -138,7 +140,13 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
     sys::close(tcp_fd);
     return nullptr;
   };
-  if (ShmSegment::AdoptInherited(MakePrivate(fds.segment), &segment) != 0)
+  if (doorbell->AdoptInherited(user_fd, role == Role::kClient ? 'c' : 's') != 0) {
+    sys::close(fds.segment);
+    return fail("the wait socket is not a connection's");
+  }
+  // The key names the segment's file: "<my role><key>".
+  std::string key = doorbell->my_wake_name().substr(1);
+  if (ShmSegment::AdoptInherited(MakePrivate(fds.segment), key, &segment) != 0)
     return fail("the segment is not a valid, claimed vsocket segment");
   if (side_in_segment) {
     // The exporter kept it in the segment's slot, which only a segment
@@ -150,8 +158,6 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
     side = MapInheritedSideState(side_fd);
     if (!side) return fail("the side state is not a sealed page");
   }
-  if (doorbell->AdoptInherited(user_fd, role == Role::kClient ? 'c' : 's') != 0)
-    return fail("the wait socket is not a connection's");
   if (sys::getpeername(tcp_fd, reinterpret_cast<struct sockaddr*>(&peer),
                        &peer_len) != 0)
     return fail("the liveness TCP socket is not connected");

@@ -229,7 +229,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
     *decline = {FallbackReason::kOfferRevoked, true};
     return nullptr;
   }
-  segment->Unlink();
+  // The name stays until both sides release (ShmSegment::ReleaseName).
   // The liveness socket becomes private: move it out of the program's range.
   int tcp_fd = sys::DupPrivate(accepted_fd);
   bool moved = tcp_fd >= 0;

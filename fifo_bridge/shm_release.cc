@@ -75,7 +75,10 @@ void ShmTransport::Release() {
   }
   UnwatchDeadline(this);
   ForgetRingBytes();
-  if (last) segment_->Unlink();
+  if (last) {
+    bool peer_gone = side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone;
+    segment_->ReleaseName(role_ == Role::kClient, peer_gone);
+  }
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;
   if (wakes_watched_) UnwatchWakes(doorbell_->my_wake_name(), this);

@@ -51,7 +51,17 @@ bool ProcessIsGone(uint32_t pid) {
   return owner <= 0 || (::kill(owner, 0) != 0 && errno == ESRCH);
 }
 
-// A name left behind by a process that no longer exists may be reused.
+// Neither side of a valid header will use its name again: each is gone
+// or released.  A side that never came (server_pid 0) counts as gone.
+bool NobodyUses(const SegmentHeader& header) {
+  uint32_t released = header.released.load(std::memory_order_relaxed);
+  bool client_done = (released & kClientReleased) || ProcessIsGone(header.client_pid);
+  bool server_done = (released & kServerReleased) || header.server_pid == 0 ||
+                     ProcessIsGone(header.server_pid);
+  return client_done && server_done;
+}
+
+// A name left behind by processes that no longer use it may be reused.
 bool IsStale(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;
@@ -59,7 +69,7 @@ bool IsStale(const std::string& path) {
   ssize_t n = ::pread(fd, &header, sizeof(header), 0);
   sys::close(fd);
   if (n != static_cast<ssize_t>(sizeof(header))) return true;
-  return ProcessIsGone(header.client_pid);
+  return NobodyUses(header);
 }
 
 // The file is sparse: its pages are allocated as data first passes through
@@ -95,7 +105,7 @@ bool IsDeadOffer(int fd) {
   SegmentHeader header;
   ssize_t n = ::pread(fd, &header, sizeof(header), 0);
   if (n == static_cast<ssize_t>(sizeof(header)) && header.magic == kSegmentMagic) {
-    return ProcessIsGone(header.client_pid);
+    return NobodyUses(header);
   }
   // Incomplete: its owner named itself first (CreateOffer), unless it died
   // before even that.
@@ -115,6 +125,9 @@ size_t SweepDeadOffers() {
   size_t removed = 0;
   while (struct dirent* entry = ::readdir(d)) {
     if (entry->d_name[0] == '.') continue;
+    // Live statistics pages share the directory and have their own reclaim
+    // (vsocket/live_stats.h).
+    if (std::strncmp(entry->d_name, "stat-", 5) == 0) continue;
     std::string path = dir + "/" + entry->d_name;
     int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) continue;
@@ -158,7 +171,7 @@ uint8_t* ShmSegment::data(Direction d) const {
   return reinterpret_cast<uint8_t*>(control(d)) + kRingDataOffset;
 }
 
-int ShmSegment::MapFile(int fd, uint64_t capacity,
+int ShmSegment::MapFile(int fd, uint64_t capacity, bool keep_fd,
                         std::unique_ptr<ShmSegment>* out) {
   size_t bytes = SegmentBytes(capacity);
   InstallSegmentFaultGuard();  // a lost page is a reset, not a SIGBUS
@@ -169,7 +182,11 @@ int ShmSegment::MapFile(int fd, uint64_t capacity,
   segment->bytes_ = bytes;
   segment->capacity_ = capacity;
   segment->header_ = static_cast<SegmentHeader*>(base);
-  segment->fd_ = sys::MovePrivate(fd);
+  if (keep_fd) {
+    segment->fd_ = sys::MovePrivate(fd);
+  } else {
+    sys::close(fd);  // the name is the way back (DescriptorForExec)
+  }
   *out = std::move(segment);
   return 0;
 }
@@ -215,7 +232,9 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   } else if (::ftruncate(fd, static_cast<off_t>(SegmentBytes(capacity))) != 0) {
     err = -errno;
   } else {
-    err = MapFile(fd, capacity, out);
+    // The client's name is safe to unlink without an identity check: its
+    // bound port keeps any other offer from taking the key meanwhile.
+    err = MapFile(fd, capacity, /*keep_fd=*/false, out);
   }
   if (err != 0) {
     sys::close(fd);
@@ -239,7 +258,7 @@ int ShmSegment::CreateSealedOffer(uint64_t capacity,
       sys::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     err = -errno;
   } else {
-    err = MapFile(fd, capacity, out);
+    err = MapFile(fd, capacity, /*keep_fd=*/true, out);
   }
   if (err != 0) {
     sys::close(fd);
@@ -267,6 +286,7 @@ void ShmSegment::InitOfferHeader(uint64_t capacity) {
   // A named offer's file has its owner already (CreateOffer).
   if (header->client_pid == 0) header->client_pid = static_cast<uint32_t>(::getpid());
   header->server_pid = 0;
+  header->released.store(0, std::memory_order_relaxed);
   header->claim.store(kOffered, std::memory_order_relaxed);
   for (Direction d : {Direction::kClientToServer, Direction::kServerToClient}) {
     RingControl* ring = control(d);
@@ -297,8 +317,14 @@ int ShmSegment::ValidateAndMap(int fd, bool sealed_ok, uid_t euid,
   }
   if (!IsValidSegmentHeader(header, static_cast<uint64_t>(st.st_size)))
     return -EINVAL;
-  int err = MapFile(fd, header.ring_capacity, out);
-  if (err == 0) (*out)->sealed_ = !private_file;
+  // Kept whenever the caller has no name to come back by (sealed_ok).
+  int err = MapFile(fd, header.ring_capacity,
+                    /*keep_fd=*/sealed_ok || !private_file, out);
+  if (err == 0) {
+    (*out)->sealed_ = !private_file;
+    (*out)->dev_ = st.st_dev;
+    (*out)->ino_ = st.st_ino;
+  }
   return err;
 }
 
@@ -317,7 +343,8 @@ int ShmSegment::OpenOffer(const std::string& key, uid_t euid,
   return 0;
 }
 
-int ShmSegment::AdoptInherited(int fd, std::unique_ptr<ShmSegment>* out) {
+int ShmSegment::AdoptInherited(int fd, const std::string& key,
+                               std::unique_ptr<ShmSegment>* out) {
   int flags = sys::fcntl(fd, F_GETFL);
   std::unique_ptr<ShmSegment> segment;
   if (flags < 0 || (flags & O_ACCMODE) != O_RDWR ||
@@ -325,17 +352,54 @@ int ShmSegment::AdoptInherited(int fd, std::unique_ptr<ShmSegment>* out) {
     sys::close(fd);
     return -EINVAL;
   }
+  if (!segment->sealed_ && !key.empty()) {
+    // A private file whose name still names it: held by the name, as any
+    // other named segment.  Unlinked already (its peer died): keep `fd`.
+    segment->path_ = Directory(::geteuid()) + "/" + key;
+    if (segment->NamesThisFile()) {
+      segment->linked_ = true;
+      sys::close(segment->fd_);
+      segment->fd_ = -1;
+    }
+  }
   if (segment->header_->claim.load(std::memory_order_acquire) != kClaimed)
-    return -EINVAL;  // the segment's destructor closes the descriptor
+    return -EINVAL;  // the segment's destructor closes what it holds
   *out = std::move(segment);
   return 0;
 }
 
+bool ShmSegment::NamesThisFile() const {
+  if (ino_ == 0) return true;  // the client's own name (CreateOffer)
+  struct stat named;
+  return ::lstat(path_.c_str(), &named) == 0 && named.st_dev == dev_ &&
+         named.st_ino == ino_;
+}
+
 void ShmSegment::Unlink() {
   if (linked_) {
-    ::unlink(path_.c_str());
+    if (NamesThisFile()) ::unlink(path_.c_str());
     linked_ = false;
   }
+}
+
+void ShmSegment::ReleaseName(bool client, bool peer_gone) {
+  uint32_t mine = client ? kClientReleased : kServerReleased;
+  uint32_t peer = client ? kServerReleased : kClientReleased;
+  uint32_t before = header_->released.fetch_or(mine, std::memory_order_acq_rel);
+  if ((before & peer) || peer_gone) Unlink();
+}
+
+int ShmSegment::DescriptorForExec() {
+  if (fd_ >= 0 || !linked_) return fd_;
+  int fd = ::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || (ino_ != 0 && (st.st_dev != dev_ || st.st_ino != ino_))) {
+    sys::close(fd);
+    return -1;
+  }
+  fd_ = sys::MovePrivate(fd);
+  return fd_;
 }
 
 }  // namespace vsocket::fifo

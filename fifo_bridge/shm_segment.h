@@ -3,20 +3,23 @@
 // /dev/shm/vsocket-<uid>/ (directory 0700, file 0600, both owned by the user).
 //
 // Lifecycle: the client creates the file before its TCP SYN (an "offer"); the
-// server opens it when accept() returns the matching TCP connection, claims
-// it, and unlinks the name.  From then on the memory lives exactly as long as
-// either side keeps it mapped.  A client whose offer is never claimed unlinks
-// the name itself.  Names left by crashed processes are reclaimed (their pid
-// no longer exists): by the next client that wants the same name, and by
-// SweepDeadOffers() at the next offer of any process of the user.
+// server opens it when accept() returns the matching TCP connection and
+// claims it.  The name stays while the connection does: it is how either
+// side hands the memory to a new program image across exec
+// (fifo_bridge/shm_handover.cc), so neither keeps the file open.  Each side
+// marks its release in the header (ReleaseName); the second to release, or
+// a side whose peer died, unlinks the name.  A client whose offer is never
+// claimed unlinks the name itself.  Names left by crashed processes (each
+// side gone or released) are reclaimed by the next client that wants the
+// same name, and by SweepDeadOffers() at the next offer of any process of
+// the user.  The memory itself lives exactly as long as either side maps it.
 //
 // The header is untrusted once the segment is shared: each side copies and
 // validates the fields it needs at open time and never re-reads them.
 //
-// Each ShmSegment keeps the file's descriptor (private range, close-on-exec)
-// for as long as it maps it: once the name is gone, that descriptor is the
-// only way to hand the memory to a new program image across exec
-// (fifo_bridge/shm_handover.cc).
+// A sealed segment (shared with another user) has no name: its ShmSegment
+// keeps the descriptor (private range, close-on-exec) for as long as it
+// maps it, the only way to hand it on.
 #ifndef VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_
 #define VSOCKET_FIFO_BRIDGE_SHM_SEGMENT_H_
 
@@ -33,7 +36,7 @@
 namespace vsocket::fifo {
 
 inline constexpr uint64_t kSegmentMagic = 0x3147455354534b56ull;  // "VSKTSEG1"
-inline constexpr uint32_t kSegmentVersion = 2;  // 2: the move to TCP
+inline constexpr uint32_t kSegmentVersion = 3;  // 2: the move to TCP; 3: names live until release
 inline constexpr size_t kSegmentHeaderBytes = 4096;
 // The header page also holds one slot per side for that side's SideState
 // (side_state.h), written only by the processes of that side.
@@ -55,6 +58,10 @@ inline constexpr bool ClaimWasMade(uint32_t claim) {
   return claim == kClaimed || claim == kMovedByClient || claim == kMovedByServer;
 }
 
+// SegmentHeader::released bits: that side's last holder has released it.
+inline constexpr uint32_t kClientReleased = 1;
+inline constexpr uint32_t kServerReleased = 2;
+
 struct SegmentHeader {
   uint64_t magic;
   uint32_t version;
@@ -63,6 +70,7 @@ struct SegmentHeader {
   uint32_t client_pid;
   uint32_t server_pid;
   std::atomic<uint32_t> claim;
+  std::atomic<uint32_t> released;  // fetch_or by each side's last release
 };
 
 enum class Direction { kClientToServer = 0, kServerToClient = 1 };
@@ -99,15 +107,29 @@ class ShmSegment {
 
   // A segment handed over across exec: `fd` is the inherited descriptor of
   // the file, which must be private to this user (or a sealed offer of
-  // another user's) and hold a valid, claimed segment.  Takes ownership of `fd` (closed on failure).  Returns 0 or
-  // -EINVAL.
-  static int AdoptInherited(int fd, std::unique_ptr<ShmSegment>* out);
+  // another user's) and hold a valid, claimed segment.  `key` is the
+  // connection's: while the name still names this file, the descriptor is
+  // closed and the name kept, as for any other named segment.  Takes
+  // ownership of `fd` (closed on failure).  Returns 0 or -EINVAL.
+  static int AdoptInherited(int fd, const std::string& key,
+                            std::unique_ptr<ShmSegment>* out);
 
-  // Removes the name; the mapping stays valid.  Idempotent.
+  // Removes the name if it still names this segment's file; the mapping
+  // stays valid.  Idempotent.
   void Unlink();
+  // This side's last holder is done with the segment: marks it in the
+  // header and unlinks the name when the peer released first or is known to
+  // be gone (`peer_gone`).  Any thread; once per side.
+  void ReleaseName(bool client, bool peer_gone);
 
-  // The descriptor of the file (owned by this object), -1 if none.
+  // The descriptor the segment is held by (owned by this object), -1 if
+  // none: a sealed segment keeps one, a named one only once
+  // DescriptorForExec() opened it.
   int fd() const { return fd_; }
+  // A descriptor of the file for a new program image: fd(), or the name
+  // opened again (checked to be the same file, kept as fd() from then on).
+  // -1 when neither is there.
+  int DescriptorForExec();
 
   // A sealed segment (a memfd that another user may map) rather than a
   // file private to this user.
@@ -127,13 +149,20 @@ class ShmSegment {
 
  private:
   ShmSegment() = default;
-  // Maps the file and keeps `fd` (moved to the private range) on success.
-  static int MapFile(int fd, uint64_t capacity, std::unique_ptr<ShmSegment>* out);
+  // Maps the file.  On success, keeps `fd` (moved to the private range)
+  // when `keep_fd`, else closes it; on failure, leaves it to the caller.
+  static int MapFile(int fd, uint64_t capacity, bool keep_fd,
+                     std::unique_ptr<ShmSegment>* out);
   // Checks ownership (user `euid`, this process's) and mode (or, with
   // `sealed_ok`, a sealed memfd of any owner), header and size, then maps.
-  // Keeps `fd` on success; returns 0 or -errno.
+  // On success keeps `fd` when `sealed_ok` (the caller has no name to come
+  // back by) or the file is not private, else closes it; remembers its
+  // inode.  Returns 0 or -errno (`fd` left to the caller).
   static int ValidateAndMap(int fd, bool sealed_ok, uid_t euid,
                             std::unique_ptr<ShmSegment>* out);
+  // path_ names this segment's file (always true when the inode is not
+  // known: the client's own offer).
+  bool NamesThisFile() const;
   // Writes a fresh offer's header into a mapped segment.
   void InitOfferHeader(uint64_t capacity);
 
@@ -141,15 +170,20 @@ class ShmSegment {
   bool linked_ = false;
   bool sealed_ = false;
   int fd_ = -1;
+  // The file's identity (st_dev, st_ino), when known: Unlink and
+  // DescriptorForExec touch the name only while it names this file.
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
   void* base_ = nullptr;
   size_t bytes_ = 0;
   uint64_t capacity_ = 0;
   SegmentHeader* header_ = nullptr;
 };
 
-// Unlinks the files in this user's directory whose client is gone: a valid
-// header naming a pid that no longer exists, or a file older than 10 s that
-// never got its magic.  Returns how many were removed.  CreateOffer calls it
+// Unlinks the files in this user's directory that nobody will use again:
+// a valid header whose client and server are each gone (a pid that no
+// longer exists) or released (SegmentHeader::released), or a file older
+// than 10 s that never got its magic.  Returns how many were removed.  CreateOffer calls it
 // (the first offer of a process, then at most every 10 s).  Like the
 // stale-name reclaim, it assumes every process of the user that shares
 // /dev/shm shares the pid namespace.

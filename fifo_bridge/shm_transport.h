@@ -132,7 +132,7 @@ class ShmTransport final : public Transport,
   // ---- Handover across exec (defined in fifo_bridge/shm_handover.cc) ----
   // The private descriptors a new program image needs, besides the user's.
   struct InheritedFds {
-    int segment = -1;  // the segment file (ShmSegment::fd())
+    int segment = -1;  // the segment file (ShmSegment::DescriptorForExec())
     int side = -1;     // the SideState memfd; -1: in the segment's slot
     int tcp = -1;      // the liveness TCP connection
   };

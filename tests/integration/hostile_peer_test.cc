@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -136,8 +135,8 @@ void Echo(int fd) {
   CHECK(vsocket_send(fd, buf, 4, MSG_NOSIGNAL) == 4, "echo send");
 }
 
-// The hostile peer's view of one connection's segment: the file its claim
-// unlinked, found among its own descriptors by the connection key.
+// The hostile peer's view of one connection's segment: the file the name
+// keeps, opened by its name (the connection key).
 struct Segment {
   int fd = -1;
   uint8_t* base = nullptr;
@@ -157,25 +156,12 @@ Segment MapSegmentOf(int accepted_fd, int listen_port) {
   socklen_t len = sizeof(peer);
   CHECK(vsocket_getpeername(accepted_fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0,
         "getpeername");
-  std::string want = "/dev/shm/vsocket-" + std::to_string(geteuid()) + "/c-127.0.0.1-" +
-                     std::to_string(listen_port) + "-" + std::to_string(ntohs(peer.sin_port)) +
-                     " (deleted)";
+  // The name lives as long as the connection (docs/PROTOCOL.md, section 2).
+  std::string path = "/dev/shm/vsocket-" + std::to_string(geteuid()) + "/c-127.0.0.1-" +
+                     std::to_string(listen_port) + "-" + std::to_string(ntohs(peer.sin_port));
   Segment s;
-  DIR* dir = opendir("/proc/self/fd");
-  CHECK(dir != nullptr, "/proc/self/fd");
-  while (struct dirent* e = readdir(dir)) {
-    char link[512];
-    std::string path = std::string("/proc/self/fd/") + e->d_name;
-    ssize_t n = readlink(path.c_str(), link, sizeof(link) - 1);
-    if (n <= 0) continue;
-    link[n] = '\0';
-    if (want == link) {
-      s.fd = atoi(e->d_name);
-      break;
-    }
-  }
-  closedir(dir);
-  CHECK(s.fd >= 0, "no descriptor names %s", want.c_str());
+  s.fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  CHECK(s.fd >= 0, "open %s", path.c_str());
   struct stat st;
   CHECK(fstat(s.fd, &st) == 0, "fstat");
   s.bytes = static_cast<size_t>(st.st_size);

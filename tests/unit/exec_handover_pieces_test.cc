@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -27,16 +28,48 @@ TEST(ExecHandoverPiecesTest, SegmentIsAdoptedThroughItsDescriptorOnceClaimed) {
   std::string key = Key("adopt");
   std::unique_ptr<ShmSegment> client, adopted;
   ASSERT_EQ(ShmSegment::CreateOffer(key, 65536, &client), 0);
-  ASSERT_GE(client->fd(), 0);
-  EXPECT_TRUE(::fcntl(client->fd(), F_GETFD) & FD_CLOEXEC);
-  client->Unlink();  // as after the claim: only the descriptor is left
+  EXPECT_EQ(client->fd(), -1);  // held by its name, no descriptor
+  int fd = client->DescriptorForExec();  // the name opened again
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(client->fd(), fd);
+  EXPECT_TRUE(::fcntl(fd, F_GETFD) & FD_CLOEXEC);
   // Unclaimed: refused (and the descriptor given is closed).
-  EXPECT_EQ(ShmSegment::AdoptInherited(::dup(client->fd()), &adopted), -EINVAL);
+  EXPECT_EQ(ShmSegment::AdoptInherited(::dup(fd), key, &adopted), -EINVAL);
   client->header()->claim.store(kClaimed);
-  ASSERT_EQ(ShmSegment::AdoptInherited(::dup(client->fd()), &adopted), 0);
+  ASSERT_EQ(ShmSegment::AdoptInherited(::dup(fd), key, &adopted), 0);
   EXPECT_EQ(adopted->capacity(), 65536u);
+  EXPECT_EQ(adopted->fd(), -1);  // the name still names it: held by the name
   client->data(Direction::kServerToClient)[7] = 9;
   EXPECT_EQ(adopted->data(Direction::kServerToClient)[7], 9);
+  // Once the name is gone (the peer died and unlinked it), the adopted
+  // segment keeps the inherited descriptor: its only way on.
+  client->Unlink();
+  std::unique_ptr<ShmSegment> unnamed;
+  ASSERT_EQ(ShmSegment::AdoptInherited(::dup(fd), key, &unnamed), 0);
+  EXPECT_GE(unnamed->fd(), 0);
+  EXPECT_EQ(unnamed->DescriptorForExec(), unnamed->fd());
+}
+
+// The name goes with the second side's release, or with the first's when
+// the peer is known gone; never while the other side may still need it.
+TEST(ExecHandoverPiecesTest, TheNameLivesUntilBothSidesRelease) {
+  std::string key = Key("release");
+  std::string path = "/dev/shm/vsocket-" + std::to_string(::geteuid()) + "/" + key;
+  std::unique_ptr<ShmSegment> client, server;
+  ASSERT_EQ(ShmSegment::CreateOffer(key, 65536, &client), 0);
+  ASSERT_EQ(ShmSegment::OpenOffer(key, &server), 0);
+  EXPECT_EQ(server->fd(), -1);
+  client->header()->claim.store(kClaimed);
+  struct stat st;
+  server->ReleaseName(/*client=*/false, /*peer_gone=*/false);
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << "the client may still exec";
+  client->ReleaseName(/*client=*/true, /*peer_gone=*/false);
+  EXPECT_NE(::stat(path.c_str(), &st), 0);
+
+  std::unique_ptr<ShmSegment> again;
+  ASSERT_EQ(ShmSegment::CreateOffer(key, 65536, &again), 0);
+  again->ReleaseName(/*client=*/true, /*peer_gone=*/true);
+  EXPECT_NE(::stat(path.c_str(), &st), 0);
 }
 
 TEST(ExecHandoverPiecesTest, SegmentAdoptionRejectsOtherFiles) {
@@ -44,10 +77,10 @@ TEST(ExecHandoverPiecesTest, SegmentAdoptionRejectsOtherFiles) {
   int memfd = ::memfd_create("not-a-segment", MFD_CLOEXEC);
   ASSERT_GE(memfd, 0);
   ASSERT_EQ(::ftruncate(memfd, 1 << 20), 0);
-  EXPECT_EQ(ShmSegment::AdoptInherited(memfd, &adopted), -EINVAL);
+  EXPECT_EQ(ShmSegment::AdoptInherited(memfd, "", &adopted), -EINVAL);
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  EXPECT_EQ(ShmSegment::AdoptInherited(sv[0], &adopted), -EINVAL);
+  EXPECT_EQ(ShmSegment::AdoptInherited(sv[0], "", &adopted), -EINVAL);
   ::close(sv[1]);
   EXPECT_EQ(adopted, nullptr);
 }
@@ -79,6 +112,8 @@ TEST(ExecHandoverPiecesTest, SideStateInTheSegmentSlotCrossesWithTheSegment) {
   std::string key = Key("slot");
   std::unique_ptr<ShmSegment> client, adopted;
   ASSERT_EQ(ShmSegment::CreateOffer(key, 65536, &client), 0);
+  int fd = client->DescriptorForExec();
+  ASSERT_GE(fd, 0);
   client->Unlink();
   EXPECT_FALSE(client->sealed());
   SideState* mine = InitSideStateIn(client->side_state_slot(/*client=*/true));
@@ -89,7 +124,7 @@ TEST(ExecHandoverPiecesTest, SideStateInTheSegmentSlotCrossesWithTheSegment) {
   EXPECT_EQ(theirs->holders.load(), 1u);
   EXPECT_EQ(client->header()->magic, kSegmentMagic);  // nor touch the header
   client->header()->claim.store(kClaimed);
-  ASSERT_EQ(ShmSegment::AdoptInherited(::dup(client->fd()), &adopted), 0);
+  ASSERT_EQ(ShmSegment::AdoptInherited(::dup(fd), key, &adopted), 0);
   auto* again = static_cast<SideState*>(adopted->side_state_slot(true));
   EXPECT_EQ(again->head, 777u);
   EXPECT_EQ(again->holders.load(), 2u);
