@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <cstdlib>
 #include <unordered_map>
 #include <vector>
 
@@ -161,9 +162,21 @@ class Watcher {
     });
   }
 
+  // The atexit handler: OnProcessExit for every watched connection.
+  static void AtExit() {
+    Watcher& w = Get();
+    std::unique_lock<std::mutex> lock(w.mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return;  // a thread is inside a callback: skip
+    for (auto& [fd, target] : w.targets_) {
+      if (!w.sinks_.count(fd)) target->OnProcessExit();
+    }
+  }
+
   // REQUIRES: mutex_ held.
   bool EnsureStarted() {
     if (epoll_fd_ >= 0) return true;
+    static bool exit_hook = std::atexit(AtExit) == 0;  // once per process image
+    (void)exit_hook;
     epoll_fd_ = sys::MovePrivate(::epoll_create1(EPOLL_CLOEXEC));
     if (epoll_fd_ < 0) return false;
     wake_fd_ = sys::MovePrivate(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -46,6 +46,12 @@ class LivenessTarget {
   // to be called at (a periodic check), or 0 for none.  Must not call
   // WatchDeadline/UnwatchDeadline itself.
   virtual int64_t OnDeadline() { return 0; }
+  // Called from the process's exit() (an atexit handler, on the exiting
+  // thread) for each target still watched: the process leaves without
+  // having closed it.  The watcher's mutex is held (taken without waiting:
+  // when another thread holds it, nothing is called).  Must not block or
+  // call the watcher.  Not called on _exit, a fatal signal or exec.
+  virtual void OnProcessExit() {}
 };
 
 // REQUIRES: fd stays open until Unwatch(fd) returns.

@@ -92,4 +92,15 @@ void ShmTransport::Release() {
   descriptors_.Give();
 }
 
+void ShmTransport::OnProcessExit() {
+  // Other holders (forked children) still use the connection; an
+  // unclaimed offer is left to its revoke path and the sweep.
+  if (!segment_ || side_->holders.load(std::memory_order_acquire) != 1 ||
+      !IsClaimed() || revoked()) {
+    return;
+  }
+  bool peer_gone = side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone;
+  segment_->ReleaseName(role_ == Role::kClient, peer_gone);
+}
+
 }  // namespace vsocket::fifo

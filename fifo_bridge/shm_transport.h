@@ -189,6 +189,11 @@ class ShmTransport final : public Transport,
   // After the claim: the once-a-second look at a transmit ring that carried
   // data (TrimIdleRing).
   int64_t OnDeadline() override;
+  // exit() without a close of this connection: when no other process holds
+  // this side, its name is released as Release() would (the segment's
+  // file, and the pages in it, go once both sides are done), so that two
+  // processes that leave without closing leave no file behind.
+  void OnProcessExit() override;
 
  private:
   // Client, unclaimed: how often the watcher looks at the listener's life
