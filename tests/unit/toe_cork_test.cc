@@ -336,11 +336,20 @@ TEST(ToeCork, NonblockingSenderIntoAFullSocketLosesNothing) {
   std::string peer_error;
   std::atomic<bool> done{false};
   std::thread reader([&] {
-    // A slow reader: the sender meets a full socket again and again.
+    // A slow reader: the sender meets a full socket again and again.  It
+    // starts late and pauses every 256 KiB, so that a sender slower than
+    // its reader (a CI run saw 4 MiB pass in 19 ms without one EAGAIN)
+    // still fills the socket.
     timeval tv = {10, 0};
     setsockopt(c.peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     std::vector<uint8_t> buf(3000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    uint64_t next_pause = 256 << 10;
     for (uint64_t got = 0; got < kTotal && peer_error.empty();) {
+      if (got >= next_pause) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        next_pause += 256 << 10;
+      }
       ssize_t r = recv(c.peer, buf.data(), std::min<uint64_t>(buf.size(), kTotal - got), 0);
       if (r <= 0) {
         peer_error = "recv " + std::to_string(r) + " after " + std::to_string(got);
