@@ -12,7 +12,7 @@
 // claimed unlinks the name itself.  Names left by crashed processes (each
 // side gone or released) are reclaimed by the next client that wants the
 // same name, and by SweepDeadOffers() at the next offer of any process of
-// the user.  The memory itself lives exactly as long as either side maps it.
+// the user.  Its pages live while the name does or either side maps it.
 //
 // The header is untrusted once the segment is shared: each side copies and
 // validates the fields it needs at open time and never re-reads them.
