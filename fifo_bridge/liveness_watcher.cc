@@ -35,9 +35,11 @@ namespace {
 // targets' callbacks.
 thread_local bool tl_on_watcher_thread = false;
 
-// This process's wake socket (see liveness_watcher.h), or -1 if its name is
-// taken (a process of another pid namespace in this network namespace):
-// peers then wake our wait sockets instead, which costs a spurious wake-up.
+// This process's wake socket (see liveness_watcher.h), or -1 if it cannot
+// be made or its name is taken (the name carries the pid namespace, so only
+// a process that got an old socket of this pid's without the fork handlers,
+// a raw clone(), can hold it): peers then wake our wait sockets instead,
+// which costs a spurious wake-up.
 int OpenWakeSocket() {
   int fd = sys::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;

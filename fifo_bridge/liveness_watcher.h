@@ -7,8 +7,8 @@
 // watched connection.  After fork() the child starts its own.
 //
 // It also owns this process's wake socket: a Unix datagram socket bound to
-// the abstract name "vsk1/P/<pid>" (rendezvous.h: WakeSocketName), where a
-// peer process sends a datagram naming one of our connections
+// the abstract name "vsk1/P/<pidns>/<pid>" (rendezvous.h: WakeSocketName),
+// where a peer process sends a datagram naming one of our connections
 // ("<role><key>") when that connection needs a look while our application
 // may sleep (a hang-up, a filler to drain, a move to TCP).  The doorbells
 // send their wake-ups from it too (doorbell.h: ProcessWakeSocket).  It is

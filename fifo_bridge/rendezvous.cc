@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include "base/pid_namespace.h"
 #include "base/real_libc.h"
 
 namespace vsocket::fifo {
@@ -161,7 +163,10 @@ bool IsLocalAddress(const Endpoint& dst, int family) {
 }
 
 std::string WakeSocketName(pid_t pid) {
-  return "vsk1/P/" + std::to_string(static_cast<long>(pid));
+  char ns[17];
+  std::snprintf(ns, sizeof(ns), "%llx",
+                static_cast<unsigned long long>(sys::PidNamespaceId()));
+  return std::string("vsk1/P/") + ns + "/" + std::to_string(static_cast<long>(pid));
 }
 
 }  // namespace vsocket::fifo

@@ -35,8 +35,11 @@ bool EndpointFromSockaddr(const struct sockaddr* addr, socklen_t len,
 // (markers, doorbells, offer hand-outs) is one of these.
 socklen_t AbstractAddress(const std::string& name, struct sockaddr_un* addr);
 
-// "vsk1/P/<pid>": the abstract name of process `pid`'s wake socket
-// (fifo_bridge/liveness_watcher.h).
+// "vsk1/P/<pidns>/<pid>": the abstract name of the wake socket
+// (fifo_bridge/liveness_watcher.h) of process `pid` of this process's PID
+// namespace (<pidns> in hex: base/pid_namespace.h).  Processes of other
+// PID namespaces on the same network namespace number theirs apart, so a
+// pid of theirs never takes the name of one of ours.
 std::string WakeSocketName(pid_t pid);
 
 // File- and socket-name-safe key of one connection.

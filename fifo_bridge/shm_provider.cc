@@ -211,9 +211,20 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
     }
     return nullptr;
   }
+  SegmentHeader* header = segment->header();
+  if (!segment->ClientInThisPidNamespace()) {
+    // A client whose pids we cannot read (one in a namespace below ours:
+    // the client's own check saw our pid).  Tell it at once.
+    VSOCKET_LOG(kInfo, "declining the offer %s: the client is in another pid "
+                "namespace", key.c_str());
+    uint32_t offered = kOffered;
+    header->claim.compare_exchange_strong(offered, kRevoked);
+    Doorbell::DeclineOffer(key);
+    *decline = {FallbackReason::kPidNamespace, true};
+    return nullptr;
+  }
   auto doorbell = std::make_unique<Doorbell>();
   err = doorbell->Open(key, 's', 'c');
-  SegmentHeader* header = segment->header();
   if (err != 0) {
     // Tell the client at once rather than letting its offer time out.
     uint32_t offered = kOffered;
@@ -270,6 +281,10 @@ class ShmTransportProvider final : public TransportProvider {
       return {FallbackReason::kPeerNotLocal, false};
     ProbeResult probe = ProbeListener(dst);
     if (!probe.found) return {FallbackReason::kPeerNotVsocket, true};
+    // The listener has no pid in our PID namespace: it runs in another one
+    // (a container on the host network).  Pids and the names built from
+    // them would mean other processes on each side.
+    if (probe.pid == 0) return {FallbackReason::kPidNamespace, true};
     const SharingPolicy& sharing = GetSharingPolicy();
     if (!sharing.Allows(probe.uid)) return {FallbackReason::kUidMismatch, true};
 

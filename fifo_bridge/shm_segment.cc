@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 #include <ctime>
+#include "base/pid_namespace.h"
 #include "base/real_libc.h"
 #include "fifo_bridge/segment_fault_guard.h"
 
@@ -51,9 +52,18 @@ bool ProcessIsGone(uint32_t pid) {
   return owner <= 0 || (::kill(owner, 0) != 0 && errno == ESRCH);
 }
 
+// The header's pids are numbers of another PID namespace (a container on
+// the host network that shares /dev/shm): they cannot be judged from here,
+// and the file is left to that namespace's own sweep.
+bool OfAnotherPidNamespace(const SegmentHeader& header) {
+  return header.client_pid_namespace != 0 && sys::PidNamespaceId() != 0 &&
+         header.client_pid_namespace != sys::PidNamespaceId();
+}
+
 // Neither side of a valid header will use its name again: each is gone
 // or released.  A side that never came (server_pid 0) counts as gone.
 bool NobodyUses(const SegmentHeader& header) {
+  if (OfAnotherPidNamespace(header)) return false;
   uint32_t released = header.released.load(std::memory_order_relaxed);
   bool client_done = (released & kClientReleased) || ProcessIsGone(header.client_pid);
   bool server_done = (released & kServerReleased) || header.server_pid == 0 ||
@@ -110,7 +120,7 @@ bool IsDeadOffer(int fd) {
   // Incomplete: its owner named itself first (CreateOffer), unless it died
   // before even that.
   if (n == static_cast<ssize_t>(sizeof(header)) && header.client_pid != 0 &&
-      ProcessIsGone(header.client_pid)) {
+      !OfAnotherPidNamespace(header) && ProcessIsGone(header.client_pid)) {
     return true;
   }
   return ::time(nullptr) - st.st_mtime > kIncompleteOfferAgeS;
@@ -224,6 +234,7 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   // kill loop hit that window).
   SegmentHeader owner{};
   owner.client_pid = static_cast<uint32_t>(::getpid());
+  owner.client_pid_namespace = sys::PidNamespaceId();
   int err = 0;
   if (::pwrite(fd, &owner, sizeof(owner), 0) != static_cast<ssize_t>(sizeof(owner))) {
     err = errno ? -errno : -ENOSPC;
@@ -278,13 +289,20 @@ int ShmSegment::AdoptHandedOffer(int fd, std::unique_ptr<ShmSegment>* out) {
   return err;
 }
 
+bool ShmSegment::ClientInThisPidNamespace() const {
+  return !OfAnotherPidNamespace(*header_);
+}
+
 void ShmSegment::InitOfferHeader(uint64_t capacity) {
   SegmentHeader* header = header_;
   header->version = kSegmentVersion;
   header->header_bytes = kSegmentHeaderBytes;
   header->ring_capacity = capacity;
   // A named offer's file has its owner already (CreateOffer).
-  if (header->client_pid == 0) header->client_pid = static_cast<uint32_t>(::getpid());
+  if (header->client_pid == 0) {
+    header->client_pid = static_cast<uint32_t>(::getpid());
+    header->client_pid_namespace = sys::PidNamespaceId();
+  }
   header->server_pid = 0;
   header->released.store(0, std::memory_order_relaxed);
   header->claim.store(kOffered, std::memory_order_relaxed);

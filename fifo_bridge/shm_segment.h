@@ -36,7 +36,8 @@
 namespace vsocket::fifo {
 
 inline constexpr uint64_t kSegmentMagic = 0x3147455354534b56ull;  // "VSKTSEG1"
-inline constexpr uint32_t kSegmentVersion = 3;  // 2: the move to TCP; 3: names live until release
+// 2: the move to TCP; 3: names live until release; 4: the client pid namespace
+inline constexpr uint32_t kSegmentVersion = 4;
 inline constexpr size_t kSegmentHeaderBytes = 4096;
 // The header page also holds one slot per side for that side's SideState
 // (side_state.h), written only by the processes of that side.
@@ -71,6 +72,10 @@ struct SegmentHeader {
   uint32_t server_pid;
   std::atomic<uint32_t> claim;
   std::atomic<uint32_t> released;  // fetch_or by each side's last release
+  // The client's PID namespace (base/pid_namespace.h), 0 if unknown;
+  // written with client_pid.  A server of another one declines the offer:
+  // the pids in this header would name other processes there.
+  uint64_t client_pid_namespace;
 };
 
 enum class Direction { kClientToServer = 0, kServerToClient = 1 };
@@ -113,6 +118,10 @@ class ShmSegment {
   // ownership of `fd` (closed on failure).  Returns 0 or -EINVAL.
   static int AdoptInherited(int fd, const std::string& key,
                             std::unique_ptr<ShmSegment>* out);
+
+  // False when the header names a client PID namespace other than ours
+  // (base/pid_namespace.h); true when either is unknown.
+  bool ClientInThisPidNamespace() const;
 
   // Removes the name if it still names this segment's file; the mapping
   // stays valid.  Idempotent.

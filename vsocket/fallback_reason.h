@@ -35,6 +35,7 @@ enum class FallbackReason {
   kDisabledByRule,        // a rule of the rules file (VSOCKET_CONFIG) said tcp
   kShortLived,            // this destination's recent connections were short
   kLocalPortsBusy,        // no free local port to name the offer before the SYN
+  kPidNamespace,          // peer in another PID namespace (host-network container)
   kCount,
 };
 

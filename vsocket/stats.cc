@@ -68,6 +68,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kDisabledByRule: return "disabled_by_rule";
     case FallbackReason::kShortLived: return "short_lived";
     case FallbackReason::kLocalPortsBusy: return "local_ports_busy";
+    case FallbackReason::kPidNamespace: return "pid_namespace";
     case FallbackReason::kCount: break;
   }
   return "unknown";

@@ -17,6 +17,8 @@
 //   --plain             libc socket calls only (a genuinely plain TCP program)
 //   --host IPV4         listen on / connect to this address (RDMA: the rxe one)
 //   --setuid UID        setgid+setuid to UID before creating any socket
+//   --new-pid-namespace run as pid 1 of a new PID namespace on this network
+//                       namespace (a host-network container; needs root)
 //   --ctl-in FD --ctl-out FD   control pipe for the poll-* modes
 // Modes (independent of the role):
 //   sink [--reply-bytes N --reply-seed S]  read to EOF, then optionally send
@@ -49,6 +51,7 @@
 #include <arpa/inet.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,6 +78,7 @@ struct Config {
   int workers = 0;
   int accept_delay_ms = 0;
   long setuid_to = -1;
+  bool new_pid_namespace = false;
   ModeConfig mode;
 };
 
@@ -100,6 +104,7 @@ Config ParseArgs(int argc, char** argv) {
     else if (a == "--workers") c.workers = std::atoi(value().c_str());
     else if (a == "--accept-delay-ms") c.accept_delay_ms = std::atoi(value().c_str());
     else if (a == "--setuid") c.setuid_to = std::atol(value().c_str());
+    else if (a == "--new-pid-namespace") c.new_pid_namespace = true;
     else if (a == "--ctl-in") c.mode.ctl_in = std::atoi(value().c_str());
     else if (a == "--ctl-out") c.mode.ctl_out = std::atoi(value().c_str());
     else if (a == "--reply-bytes") c.mode.reply_bytes = std::atoll(value().c_str());
@@ -123,6 +128,20 @@ void DropPrivileges(long uid) {
   if (setgroups(0, nullptr) != 0) Die("setgroups");
   if (setgid(static_cast<gid_t>(uid)) != 0) Die("setgid");
   if (setuid(static_cast<uid_t>(uid)) != 0) Die("setuid");
+}
+
+// The rest of the program runs in a forked child, pid 1 of a new PID
+// namespace; this process waits and exits as the child did.
+void EnterNewPidNamespace() {
+  if (unshare(CLONE_NEWPID) != 0) Die("unshare");
+  pid_t pid = fork();
+  if (pid < 0) Die("fork");
+  if (pid == 0) return;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) Die("waitpid");
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
 sockaddr_in Address(const std::string& host, int port) {
@@ -230,6 +249,7 @@ int RunClient(const Config& c) {
 int main(int argc, char** argv) {
   using namespace testpeer;
   Config c = ParseArgs(argc, argv);
+  if (c.new_pid_namespace) EnterNewPidNamespace();
   SelectApi(c.plain);
   if (c.setuid_to >= 0) DropPrivileges(c.setuid_to);
   return c.role == "server" ? RunServer(c) : RunClient(c);

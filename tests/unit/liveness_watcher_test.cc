@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -140,6 +141,47 @@ TEST(LivenessWatcherTest, AForkedChildBindsAWakeSocketOfItsOwn) {
   EXPECT_EQ(BoundName(parents), WakeSocketName(::getpid()));
   EXPECT_EQ(target.wakes.load(), 0);  // the child's datagram was the child's
   UnwatchWakes("sforked", &target);
+}
+
+// Containers on the host network, or a root made with unshare --pid, number
+// their processes apart but share the abstract names: a process of ours
+// whose pid is the other's number must not take (or be sent) its wake-ups.
+TEST(LivenessWatcherTest, AProcessOfAnotherPidNamespaceWithOurNumberBindsItsOwnName) {
+  if (::geteuid() != 0) GTEST_SKIP() << "unshare(CLONE_NEWPID) needs root";
+  // The name of pid 1 of our namespace: the number the process below has in
+  // its own.
+  const std::string ours = WakeSocketName(1);
+  int squatter = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_un addr;
+  socklen_t len = AbstractAddress(ours, &addr);
+  ASSERT_EQ(::bind(squatter, reinterpret_cast<struct sockaddr*>(&addr), len), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWPID) != 0) _exit(2);
+    pid_t inner = ::fork();
+    if (inner == 0) {
+      int ok = ::getpid() == 1;
+      CountingTarget target;
+      WatchWakes("sinner", &target);
+      int mine = ProcessWakeSocket();
+      if (WakeSocketName(1) == ours) ok = 0;
+      if (mine < 0 || BoundName(mine) != WakeSocketName(1)) ok = 0;
+      if (SendTo(WakeSocketName(1), "sinner") != 0) ok = 0;
+      if (!Eventually([&] { return target.wakes.load() == 1; })) ok = 0;
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    if (inner < 0 || ::waitpid(inner, &status, 0) != inner) _exit(3);
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  char byte;
+  EXPECT_LT(::recv(squatter, &byte, 1, 0), 0);  // nothing came to our name
+  EXPECT_EQ(errno, EAGAIN);
+  ::close(squatter);
 }
 
 }  // namespace

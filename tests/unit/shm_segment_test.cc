@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "base/pid_namespace.h"
+
 namespace vsocket::fifo {
 namespace {
 
@@ -60,6 +62,37 @@ TEST(ShmSegmentTest, StaleNameOfDeadProcessIsReclaimed) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_EQ(WEXITSTATUS(status), 0);
   std::unique_ptr<ShmSegment> mine;
+  EXPECT_EQ(ShmSegment::CreateOffer(key, 4096, &mine), 0);
+  mine->Unlink();
+}
+
+// A client of another PID namespace (a host-network container sharing
+// /dev/shm) names a pid we cannot judge: its file is left to its own
+// namespace's sweep, and a server of ours does not claim its offer.
+TEST(ShmSegmentTest, ANameOfAnotherPidNamespaceIsLeftToIt) {
+  std::string key = Key("otherns");
+  const uint64_t ours = sys::PidNamespaceId();
+  ASSERT_NE(ours, 0u) << "no /proc/self/ns/pid";
+  pid_t child = ::fork();
+  if (child == 0) {
+    std::unique_ptr<ShmSegment> s;
+    if (ShmSegment::CreateOffer(key, 4096, &s) != 0) ::_exit(1);
+    if (s->header()->client_pid_namespace != ours) ::_exit(2);
+    s->header()->client_pid_namespace = ours + 1;
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  std::unique_ptr<ShmSegment> mine, server;
+  EXPECT_EQ(ShmSegment::CreateOffer(key, 4096, &mine), -EADDRINUSE);
+  SweepDeadOffers();
+  ASSERT_EQ(ShmSegment::OpenOffer(key, &server), 0);
+  EXPECT_FALSE(server->ClientInThisPidNamespace());
+  // Named in ours, the same file is a dead client's, and reclaimed.
+  server->header()->client_pid_namespace = ours;
+  EXPECT_TRUE(server->ClientInThisPidNamespace());
+  server.reset();
   EXPECT_EQ(ShmSegment::CreateOffer(key, 4096, &mine), 0);
   mine->Unlink();
 }
