@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -157,7 +158,16 @@ int PidOfName(const char* name, std::string* suffix) {
 
 }  // namespace
 
-std::string UserDirectory() { return "/dev/shm/vsocket-" + std::to_string(::geteuid()); }
+std::string UserDirectory() {
+  // The writers' directory for our PID namespace (vsocket/live_stats.cc,
+  // LiveStatsDirectory): the inode of /proc/self/ns/pid, 0 without /proc.
+  struct stat st;
+  unsigned long long pid_namespace =
+      ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
+  char sub[32];
+  std::snprintf(sub, sizeof(sub), "/live-%llx", pid_namespace);
+  return "/dev/shm/vsocket-" + std::to_string(::geteuid()) + sub;
+}
 
 bool ReadPage(const std::string& path, Process* out, std::string* why, bool* stale) {
   *stale = false;

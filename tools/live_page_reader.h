@@ -54,12 +54,13 @@ struct Process {
 // when the file belongs to a process that is gone.
 bool ReadPage(const std::string& path, Process* out, std::string* why, bool* stale);
 
-// Every page in `dir` (the per-user directory), by pid; `only_pid` > 0
+// Every page in `dir` (UserDirectory()), by pid; `only_pid` > 0
 // keeps that process alone.  Pages of processes that are gone are skipped
 // and, with `remove_stale`, unlinked.
 std::vector<Process> ReadPages(const std::string& dir, int only_pid, bool remove_stale);
 
-// /dev/shm/vsocket-<euid>.
+// /dev/shm/vsocket-<euid>/live-<pidns>: the pages of this user's processes
+// in our PID namespace (<pidns>: the inode of /proc/self/ns/pid in hex).
 std::string UserDirectory();
 
 }  // namespace vsocket_stat

@@ -4,7 +4,8 @@
 //
 // The page is made at the first connect() or listen() (api.cc), or at the
 // first call that needs it:
-// the file /dev/shm/vsocket-<uid>/stat-<pid>, mode 0600, unlinked at exit;
+// the file /dev/shm/vsocket-<uid>/live-<pidns>/stat-<pid> (<pidns>: this
+// PID namespace, base/pid_namespace.h), mode 0600, unlinked at exit;
 // with VSOCKET_LIVE_STATS=0, or when the file cannot be made, the same
 // layout in private anonymous memory, so counting works the same and only
 // vsocket-stat does not see the process.  The memory is never unmapped, so

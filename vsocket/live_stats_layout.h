@@ -1,6 +1,7 @@
 // The layout of a process's live statistics page: the file
-// /dev/shm/vsocket-<uid>/stat-<pid> (mode 0600) that a vsocket process
-// writes and `vsocket-stat` reads.  docs/PROTOCOL.md section 9 describes it.
+// /dev/shm/vsocket-<uid>/live-<pidns>/stat-<pid> (mode 0600; <pidns>: the
+// inode of /proc/self/ns/pid in hex) that a vsocket process writes and
+// `vsocket-stat` reads.  docs/PROTOCOL.md section 7 describes it.
 //
 // File: one LiveHeader (kLiveHeaderBytes), then `chunks` chunks of
 // kLiveSlotsPerChunk LiveSlots each.  The writer appends a chunk by growing

@@ -1,5 +1,5 @@
 // live_page_truncation: another process of the user truncates this
-// process's live statistics page (/dev/shm/vsocket-<uid>/stat-<pid>, which
+// process's live statistics page (/dev/shm/vsocket-<uid>/live-<pidns>/stat-<pid>, which
 // vsocket-stat reads).  Before: the process died of SIGBUS at its next
 // count into the page.  Now the page's mapping gets private zero pages
 // (base/shared_file_fault_guard.h, vsocket/live_stats.cc), the process
@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -55,8 +57,12 @@ TEST(LivePageTruncation, TheProcessSurvivesAndSaysSoOnce) {
       _exit(10);
     int port = ntohs(a.sin_port);
     if (!OneConnection(lfd, port)) _exit(11);  // the page exists now
-    std::string page = "/dev/shm/vsocket-" + std::to_string(getuid()) + "/stat-" +
-                       std::to_string(getpid());
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) != 0) _exit(15);
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/dev/shm/vsocket-%u/live-%llx", getuid(),
+             static_cast<unsigned long long>(ns.st_ino));
+    std::string page = std::string(dir) + "/stat-" + std::to_string(getpid());
     int fd = open(page.c_str(), O_RDWR);
     if (fd < 0) _exit(12);
     if (ftruncate(fd, 0) != 0) _exit(13);  // what another process could do

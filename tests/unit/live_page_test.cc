@@ -5,6 +5,7 @@
 // are refused or bounded, never trusted.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -258,6 +260,57 @@ TEST_F(LivePage, APageTruncatedWhileReadGivesAReasonNotASignal) {
   EXPECT_EQ(whole + refused, 3000);
   EXPECT_GT(whole, 0);
   printf("reads: %d whole, %d refused while truncated\n", whole, refused);
+}
+
+// Two PID namespaces sharing /dev/shm (containers on the host network with
+// the host's /dev/shm) number processes apart: each keeps its pages in its
+// own directory, so a reader here never takes the other's page for the
+// stale page of one of our pids (and removes it).
+TEST(LivePageNamespaces, APageOfAnotherPidNamespaceIsNeitherSeenNorRemovedHere) {
+  if (geteuid() != 0) GTEST_SKIP() << "unshare(CLONE_NEWPID) needs root";
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  ASSERT_EQ(pipe(to_child), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (unshare(CLONE_NEWPID) != 0) _exit(2);
+    pid_t inner = fork();
+    if (inner == 0) {
+      // pid 1 of the new namespace: a number our namespace's init has too.
+      if (getpid() != 1 || LiveStatsHeader() == nullptr) _exit(3);
+      std::string page = LiveStatsDirectory() + "/stat-1";
+      if (access(page.c_str(), F_OK) != 0) _exit(4);
+      std::string dir = LiveStatsDirectory();
+      if (write(to_parent[1], dir.data(), dir.size()) != static_cast<ssize_t>(dir.size()))
+        _exit(5);
+      close(to_parent[1]);
+      char byte;
+      if (read(to_child[0], &byte, 1) != 1) _exit(6);
+      _exit(access(page.c_str(), F_OK) == 0 ? 0 : 7);  // still there
+    }
+    int status = 0;
+    if (inner < 0 || waitpid(inner, &status, 0) != inner) _exit(8);
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 9);
+  }
+  close(to_parent[1]);
+  close(to_child[0]);
+  char dir[512];
+  ssize_t n = read(to_parent[0], dir, sizeof(dir));
+  ASSERT_GT(n, 0);
+  const std::string theirs(dir, static_cast<size_t>(n));
+  EXPECT_NE(theirs, LiveStatsDirectory());
+  EXPECT_EQ(LiveStatsDirectory(), vsocket_stat::UserDirectory());
+  // vsocket-stat here: it lists and sweeps our namespace's pages only.
+  std::vector<vsocket_stat::Process> seen =
+      vsocket_stat::ReadPages(vsocket_stat::UserDirectory(), 1, /*remove_stale=*/true);
+  EXPECT_TRUE(seen.empty());
+  ASSERT_EQ(write(to_child[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  close(to_parent[0]);
+  close(to_child[1]);
 }
 
 }  // namespace
