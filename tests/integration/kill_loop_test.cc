@@ -61,6 +61,7 @@
 #include "byte_stream.h"
 #include "fifo_bridge/shm_segment.h"
 #include "peer_harness.h"
+#include "segment_owner.h"
 #include "sha256.h"
 #include "vsocket/vsocket.h"
 
@@ -140,7 +141,8 @@ std::vector<std::string> SegmentsOf(const std::set<pid_t>& pids) {
     vsocket::fifo::SegmentHeader h{};
     ssize_t n = pread(fd, &h, sizeof(h), 0);
     close(fd);
-    if (n == static_cast<ssize_t>(sizeof(h)) && pids.count(static_cast<pid_t>(h.client_pid))) {
+    if (n == static_cast<ssize_t>(sizeof(h)) && pids.count(static_cast<pid_t>(h.client_pid)) &&
+        MadeInThisPidNamespace(h)) {
       found.push_back(path);
     }
   }

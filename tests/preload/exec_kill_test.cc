@@ -21,6 +21,7 @@
 
 #include "fifo_bridge/shm_segment.h"
 #include "preload_harness.h"
+#include "tests/support/segment_owner.h"
 
 namespace vsocket_preload_test {
 namespace {
@@ -46,7 +47,8 @@ int SegmentsOf(const std::set<pid_t>& pids) {
     if (fd < 0) continue;
     vsocket::fifo::SegmentHeader h{};
     if (pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
-        pids.count(static_cast<pid_t>(h.client_pid))) {
+        pids.count(static_cast<pid_t>(h.client_pid)) &&
+        vsocket_test::MadeInThisPidNamespace(h)) {
       ++found;
     }
     close(fd);
