@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cstdio>
 
 namespace vsocket::sys {
 namespace {
@@ -30,6 +31,13 @@ uint64_t PidNamespaceId() {
   id = ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
   g_pid_namespace.store(id, std::memory_order_release);
   return id;
+}
+
+std::string PidNamespaceTag() {
+  char tag[17];
+  std::snprintf(tag, sizeof(tag), "%llx",
+                static_cast<unsigned long long>(PidNamespaceId()));
+  return tag;
 }
 
 }  // namespace vsocket::sys

@@ -8,6 +8,7 @@
 #define VSOCKET_BASE_PID_NAMESPACE_H_
 
 #include <cstdint>
+#include <string>
 
 namespace vsocket::sys {
 
@@ -17,6 +18,9 @@ namespace vsocket::sys {
 // child of a parent that called unshare(CLONE_NEWPID) is in a new one).
 // Any thread; the first call makes one stat(2).
 uint64_t PidNamespaceId();
+// PidNamespaceId() in hex, as names carry it ("vsk1/P/<tag>/<pid>",
+// "live-<tag>").
+std::string PidNamespaceTag();
 
 }  // namespace vsocket::sys
 

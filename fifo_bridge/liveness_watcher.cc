@@ -13,11 +13,11 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <cstdlib>
 #include <unordered_map>
 #include <vector>
 

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -163,10 +162,7 @@ bool IsLocalAddress(const Endpoint& dst, int family) {
 }
 
 std::string WakeSocketName(pid_t pid) {
-  char ns[17];
-  std::snprintf(ns, sizeof(ns), "%llx",
-                static_cast<unsigned long long>(sys::PidNamespaceId()));
-  return std::string("vsk1/P/") + ns + "/" + std::to_string(static_cast<long>(pid));
+  return "vsk1/P/" + sys::PidNamespaceTag() + "/" + std::to_string(static_cast<long>(pid));
 }
 
 }  // namespace vsocket::fifo

@@ -75,10 +75,7 @@ void ShmTransport::Release() {
   }
   UnwatchDeadline(this);
   ForgetRingBytes();
-  if (last) {
-    bool peer_gone = side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone;
-    segment_->ReleaseName(role_ == Role::kClient, peer_gone);
-  }
+  if (last) ReleaseSegmentName();
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;
   if (wakes_watched_) UnwatchWakes(doorbell_->my_wake_name(), this);
@@ -99,6 +96,10 @@ void ShmTransport::OnProcessExit() {
       !IsClaimed() || revoked()) {
     return;
   }
+  ReleaseSegmentName();
+}
+
+void ShmTransport::ReleaseSegmentName() {
   bool peer_gone = side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone;
   segment_->ReleaseName(role_ == Role::kClient, peer_gone);
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include "base/pid_namespace.h"
+#include "base/private_directory.h"
 #include "base/real_libc.h"
 #include "fifo_bridge/segment_fault_guard.h"
 
@@ -30,21 +31,6 @@ size_t RingStride(uint64_t capacity) {
 // The directory of user `euid`'s offers.
 std::string Directory(uid_t euid) {
   return "/dev/shm/vsocket-" + std::to_string(euid);
-}
-
-// Makes sure the directory of user `euid` exists and nobody else can
-// enter it.  Looked at every time (another user could have made the name
-// while it did not exist); made only when missing.
-int EnsurePrivateDirectory(const std::string& dir, uid_t euid) {
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) {
-    if (errno != ENOENT) return -errno;
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
-    if (::lstat(dir.c_str(), &st) != 0) return -errno;
-  }
-  if (!S_ISDIR(st.st_mode) || st.st_uid != euid || (st.st_mode & 077) != 0)
-    return -EPERM;
-  return 0;
 }
 
 bool ProcessIsGone(uint32_t pid) {
@@ -135,9 +121,13 @@ size_t SweepDeadOffers() {
   size_t removed = 0;
   while (struct dirent* entry = ::readdir(d)) {
     if (entry->d_name[0] == '.') continue;
-    // Live statistics pages share the directory and have their own reclaim
+    // The live statistics pages' directories (live-<pidns>) share it, and
+    // older builds' pages (stat-<pid>): they have their own reclaim
     // (vsocket/live_stats.h).
-    if (std::strncmp(entry->d_name, "stat-", 5) == 0) continue;
+    if (std::strncmp(entry->d_name, "live-", 5) == 0 ||
+        std::strncmp(entry->d_name, "stat-", 5) == 0) {
+      continue;
+    }
     std::string path = dir + "/" + entry->d_name;
     int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) continue;
@@ -206,7 +196,7 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
   if (!IsValidCapacity(capacity)) return -EINVAL;
   uid_t euid = ::geteuid();
   std::string dir = Directory(euid);
-  if (int err = EnsurePrivateDirectory(dir, euid)) return err;
+  if (int err = sys::EnsurePrivateDirectory(dir, euid)) return err;
   // Offers of clients that died before a claim or a revoke (e.g. killed
   // inside connect) have nobody left to unlink them: the first offer of
   // each process, then one every kSweepIntervalS, removes them.

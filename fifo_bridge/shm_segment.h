@@ -192,10 +192,11 @@ class ShmSegment {
 // Unlinks the files in this user's directory that nobody will use again:
 // a valid header whose client and server are each gone (a pid that no
 // longer exists) or released (SegmentHeader::released), or a file older
-// than 10 s that never got its magic.  Returns how many were removed.  CreateOffer calls it
-// (the first offer of a process, then at most every 10 s).  Like the
-// stale-name reclaim, it assumes every process of the user that shares
-// /dev/shm shares the pid namespace.
+// than 10 s that never got its magic.  Returns how many were removed.
+// CreateOffer calls it (the first offer of a process, then at most every
+// 10 s).  Like the stale-name reclaim, it leaves alone the files of clients
+// of another PID namespace that shares /dev/shm: their pids are not ours
+// to test.
 size_t SweepDeadOffers();
 
 // Total bytes of a segment whose rings hold `capacity` bytes each.

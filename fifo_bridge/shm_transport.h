@@ -196,6 +196,10 @@ class ShmTransport final : public Transport,
   void OnProcessExit() override;
 
  private:
+  // This side's last holder is done: ShmSegment::ReleaseName for our role,
+  // telling it whether our liveness connection saw the peer die
+  // (shm_release.cc).
+  void ReleaseSegmentName();
   // Client, unclaimed: how often the watcher looks at the listener's life
   // and for a decline that no call of the application has drained.
   static constexpr int64_t kListenerLookNs = 100'000'000;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/pid_namespace.h"
+#include "base/private_directory.h"
 #include "base/real_libc.h"
 #include "base/shared_file_fault_guard.h"
 #include "vsocket/config.h"
@@ -384,29 +385,14 @@ void ChildAfterFork() {
 
 }  // namespace
 
-namespace {
-
-// Makes `dir` (0700) if missing; true if it is then a directory of ours
-// that nobody else may enter.
-bool EnsurePrivateDirectory(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return false;
-  struct stat st;
-  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-         st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
-}
-
-}  // namespace
-
 std::string LiveStatsDirectory() {
-  std::string dir = "/dev/shm/vsocket-" + std::to_string(::geteuid());
-  if (!EnsurePrivateDirectory(dir)) return "";
+  uid_t euid = ::geteuid();
+  std::string dir = "/dev/shm/vsocket-" + std::to_string(euid);
+  if (sys::EnsurePrivateDirectory(dir, euid) != 0) return "";
   // One directory per PID namespace: pages are named by pid, and two
   // containers sharing /dev/shm number their processes apart.
-  char sub[32];
-  std::snprintf(sub, sizeof(sub), "/live-%llx",
-                static_cast<unsigned long long>(sys::PidNamespaceId()));
-  dir += sub;
-  if (!EnsurePrivateDirectory(dir)) return "";
+  dir += "/live-" + sys::PidNamespaceTag();
+  if (sys::EnsurePrivateDirectory(dir, euid) != 0) return "";
   return dir;
 }
 
