@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -24,19 +25,37 @@ thread_local NofileLimitSnapshot* t_snapshot = nullptr;
 thread_local struct rlimit t_snapshot_limit;
 thread_local bool t_snapshot_ok = false;
 
+// Held across each raise (setrlimit, F_DUPFD, setrlimit) and each reading
+// of the limit, so that no vsocket thread reads another's raised limit.
+// Never destroyed: descriptors are made from atexit handlers too.
+std::mutex& RaiseMutex() {
+  static std::mutex* mutex = new std::mutex();
+  return *mutex;
+}
+
+// fork() waits for a raise in progress: the child then inherits neither the
+// raised limit nor a held lock.  Registered when the library loads, so its
+// prepare handler runs after every later-registered one (which may make
+// private descriptors) and its child/parent handlers before them.
+const bool g_fork_hook = [] {
+  pthread_atfork([] { RaiseMutex().lock(); }, [] { RaiseMutex().unlock(); },
+                 [] { RaiseMutex().unlock(); });
+  return true;
+}();
+
+// RLIMIT_NOFILE as the application set it, never one of our raises.
+bool ReadApplicationLimit(struct rlimit* rl) {
+  std::lock_guard<std::mutex> lock(RaiseMutex());
+  return ::getrlimit(RLIMIT_NOFILE, rl) == 0;
+}
+
 // RLIMIT_NOFILE as this thread's snapshot read it, or now.
 bool ReadNofileLimit(struct rlimit* rl) {
   if (t_snapshot != nullptr) {
     *rl = t_snapshot_limit;
     return t_snapshot_ok;
   }
-  return ::getrlimit(RLIMIT_NOFILE, rl) == 0;
-}
-
-// Never destroyed: descriptors are made from atexit handlers too.
-std::mutex& RaiseMutex() {
-  static std::mutex* mutex = new std::mutex();
-  return *mutex;
+  return ReadApplicationLimit(rl);
 }
 
 // The lowest private number inside the application's table: half the soft
@@ -78,7 +97,7 @@ int DupPrivateUnder(int fd, const struct rlimit& rl) {
 
 NofileLimitSnapshot::NofileLimitSnapshot() : outer_(t_snapshot) {
   if (outer_ == nullptr)
-    t_snapshot_ok = ::getrlimit(RLIMIT_NOFILE, &t_snapshot_limit) == 0;
+    t_snapshot_ok = ReadApplicationLimit(&t_snapshot_limit);
   t_snapshot = this;
 }
 
@@ -102,6 +121,27 @@ int MovePrivate(int fd) {
   if (moved < 0) return fd;
   sys::close(fd);
   return moved;
+}
+
+int ReplacePrivate(int fd, int private_fd) {
+  struct rlimit rl;
+  if (!ReadNofileLimit(&rl) || rl.rlim_cur == RLIM_INFINITY ||
+      static_cast<rlim_t>(private_fd) < rl.rlim_cur) {
+    return sys::dup3(fd, private_fd, O_CLOEXEC) < 0 ? -1 : 0;
+  }
+  std::lock_guard<std::mutex> lock(RaiseMutex());
+  struct rlimit raised = rl;
+  raised.rlim_cur = static_cast<rlim_t>(private_fd) + 1;
+  if (raised.rlim_max != RLIM_INFINITY && raised.rlim_cur > raised.rlim_max) {
+    errno = EBADF;
+    return -1;
+  }
+  if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) return -1;
+  int rc = sys::dup3(fd, private_fd, O_CLOEXEC);
+  int saved = errno;
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+  errno = saved;
+  return rc < 0 ? -1 : 0;
 }
 
 PrivateFdRange CurrentPrivateFdRange() {

@@ -16,10 +16,14 @@
 //    live in the upper half of the application's table (from half the soft
 //    limit, at most 1024), and count against it: the shared-memory provider
 //    then caps how many it holds (fifo_bridge/descriptor_budget.h).
-// Threads: any thread.  Our raises are serialised; an application thread
-// that allocates a descriptor or forks during one (microseconds) may get a
-// number above its soft limit, or a child with the raised limit, and a
-// concurrent setrlimit(RLIMIT_NOFILE) of its own can be undone.
+// Threads: any thread.  Our raises, and our readings of the limit, are
+// serialised by one lock, so no vsocket thread reads another's raise (it
+// would dup under a limit already put back, or put the raise back for
+// good); fork() waits for a raise to end (pthread_atfork), so a child never
+// inherits one.  An application thread that allocates a descriptor or
+// reads the limit during one (microseconds) may get a number above its
+// soft limit or see the raised value, and a concurrent
+// setrlimit(RLIMIT_NOFILE) of its own can be undone.
 #ifndef VSOCKET_BASE_PRIVATE_FD_H_
 #define VSOCKET_BASE_PRIVATE_FD_H_
 
@@ -30,6 +34,11 @@ int DupPrivate(int fd);
 // The same, closing `fd`; returns `fd` unchanged when it already is in the
 // private range or no number is free there.
 int MovePrivate(int fd);
+// Makes `private_fd`, a number DupPrivate or MovePrivate returned, name
+// what `fd` names (dup3, close-on-exec), raising the soft limit for the
+// call when that number lies above it (dup3 refuses numbers past the soft
+// limit with EBADF).  Makes no new descriptor.  0, or -1 with errno.
+int ReplacePrivate(int fd, int private_fd);
 // Where private descriptors go under the limits of this moment.
 struct PrivateFdRange {
   // They count against the application's soft RLIMIT_NOFILE (the hard
