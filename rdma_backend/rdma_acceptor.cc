@@ -17,6 +17,7 @@
 #include "rdma_backend/rdma_cm_connection.h"
 #include "rdma_backend/rdma_negotiation.h"
 #include "rdma_backend/rdma_transport.h"
+#include "rdma_backend/readiness_socket.h"
 #include "rdma_backend/rdma_config.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
@@ -29,6 +30,7 @@ namespace {
 
 // What accept() reports for a request our side could not set up.
 FallbackReason ReasonForRefusal(int err) {
+  if (err == EMFILE || err == ENFILE) return FallbackReason::kFdLimit;
   return err == ENOMEM || err == EPERM ? FallbackReason::kRdmaMemoryLimit
                                        : FallbackReason::kRdmaSetupFailed;
 }
@@ -87,38 +89,36 @@ class ListenerState : public ProgressWatcher {
       std::string key;
       std::string error;
       RdmaListener::PeerInfo info;
+      // The connection's descriptors, made before rdma_accept: the client
+      // commits to RDMA at ESTABLISHED, so nothing may fail after it.
+      std::unique_ptr<ReadinessSocket> ready;
+      std::unique_ptr<RdmaTransport> stale;
       auto mark_pending = [&](const RdmaListener::PeerInfo& peer) {
-        if (peer.tcp_port == 0) return;  // a bare channel, not for a socket
+        if (peer.tcp_port == 0) return true;  // a bare channel, not for a socket
         key = ClientKey(reinterpret_cast<const sockaddr*>(&peer.addr),
                         peer.tcp_port);
-        std::lock_guard<std::mutex> lock(mu_);
-        Parked& p = parked_[key];
-        if (p.channel) p.channel->Abort();  // a stale pairing: replaced
-        p.channel.reset();
-        p.pending = true;
-        p.expires_ns = MonotonicNs() + kServerHandshakeNs;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          Parked& p = parked_[key];
+          stale = std::move(p.transport);  // a stale pairing: replaced (reset)
+          p.pending = true;
+          p.expires_ns = MonotonicNs() + kServerHandshakeNs;
+        }
+        ready = std::make_unique<ReadinessSocket>();
+        if (int err = ready->Open(); err != 0) {
+          ready.reset();
+          errno = -err;
+          return false;
+        }
+        return true;
       };
       std::unique_ptr<RdmaChannel> channel =
           listener_->Accept(0, &error, &info, mark_pending);
+      int err = errno;
+      stale.reset();
       if (!channel) {
-        int err = errno;
-        if (!key.empty()) {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (err == EAGAIN) {
-            parked_.erase(key);
-          } else {
-            // Our side could not set the channel up (e.g. ibv_reg_mr under
-            // a low RLIMIT_MEMLOCK): the client goes to TCP, and accept()
-            // names why instead of peer_not_vsocket.
-            Parked& p = parked_[key];
-            p.pending = false;
-            p.refused = ReasonForRefusal(err);
-            p.expires_ns = MonotonicNs() +
-                           int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
-            ArmTimer();
-          }
-          cv_.notify_all();
-        }
+        if (ready) ready->CloseUserEnd();
+        if (!key.empty()) Refuse(key, err);
         if (err == EAGAIN) return;
         VSOCKET_LOG(kWarn, "rdma: connection request refused: %s",
                     error.c_str());
@@ -130,10 +130,20 @@ class ListenerState : public ProgressWatcher {
         channel->Abort();
         continue;
       }
+      // Only the progress thread's watch can fail here (epoll_ctl).
+      std::unique_ptr<RdmaTransport> transport =
+          RdmaTransport::Create(std::move(channel), std::move(ready));
+      if (!transport) {
+        err = errno;
+        VSOCKET_LOG(kWarn, "rdma: the connection of %s was reset after its "
+                    "handshake: %s", key.c_str(), strerror(err));
+        Refuse(key, err);
+        continue;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         Parked& p = parked_[key];
-        p.channel = std::move(channel);
+        p.transport = std::move(transport);
         p.pending = false;
         p.expires_ns = MonotonicNs() +
                        int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
@@ -143,9 +153,28 @@ class ListenerState : public ProgressWatcher {
     }
   }
 
+  // Progress thread: our side could not set up the request of `key`
+  // (e.g. ibv_reg_mr under a low RLIMIT_MEMLOCK, no descriptor left): the
+  // client goes to TCP, and accept() names why instead of peer_not_vsocket.
+  // EAGAIN: no request after all.
+  void Refuse(const std::string& key, int err) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (err == EAGAIN) {
+      parked_.erase(key);
+    } else {
+      Parked& p = parked_[key];
+      p.pending = false;
+      p.refused = ReasonForRefusal(err);
+      p.expires_ns =
+          MonotonicNs() + int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
+      ArmTimer();
+    }
+    cv_.notify_all();
+  }
+
   // Application thread, in accept().
-  std::unique_ptr<RdmaChannel> Claim(const std::string& key,
-                                     FallbackReason* reason) {
+  std::unique_ptr<RdmaTransport> Claim(const std::string& key,
+                                       FallbackReason* reason) {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = parked_.find(key);
     if (it == parked_.end()) {
@@ -160,7 +189,7 @@ class ListenerState : public ProgressWatcher {
       if (left <= 0) break;
       cv_.wait_for(lock, std::chrono::nanoseconds(left));
     }
-    if (it == parked_.end() || !it->second.channel) {
+    if (it == parked_.end() || !it->second.transport) {
       *reason = FallbackReason::kRdmaSetupFailed;
       if (it != parked_.end() && it->second.refused != FallbackReason::kNone) {
         *reason = it->second.refused;
@@ -168,12 +197,12 @@ class ListenerState : public ProgressWatcher {
       }
       return nullptr;
     }
-    std::unique_ptr<RdmaChannel> channel = std::move(it->second.channel);
+    std::unique_ptr<RdmaTransport> transport = std::move(it->second.transport);
     parked_.erase(it);
-    return channel;
+    return transport;
   }
 
-  // Stops accepting; closes every parked channel.
+  // Stops accepting; resets every parked connection.
   void Stop() {
     {
       std::lock_guard<std::mutex> accept_lock(accept_mu_);
@@ -185,15 +214,15 @@ class ListenerState : public ProgressWatcher {
       doomed.swap(parked_);
       cv_.notify_all();
     }
-    for (auto& [key, p] : doomed) {
-      if (p.channel) p.channel->Abort();
-    }
+    doomed.clear();  // unpaired transports reset their channels
     sys::close(timer_fd_);
   }
 
  private:
   struct Parked {
-    std::unique_ptr<RdmaChannel> channel;  // null while pending or refused
+    // Built at the handshake, paired in accept(); null while pending or
+    // refused.  Destroyed unpaired, it resets its channel.
+    std::unique_ptr<RdmaTransport> transport;
     bool pending = false;
     // Set when our side refused the request: what accept() then reports.
     FallbackReason refused = FallbackReason::kNone;
@@ -225,10 +254,10 @@ class ListenerState : public ProgressWatcher {
     for (auto& [key, p] : expired) {
       // A refused request (our side could not set its channel up) parks no
       // channel: it only keeps its reason for an accept() that never came.
-      if (!p.channel) continue;
+      if (!p.transport) continue;
       VSOCKET_LOG(kWarn, "rdma: nobody accepted the connection of %s within "
                   "VSOCKET_CLAIM_TIMEOUT_MS; resetting its channel", key.c_str());
-      p.channel->Abort();
+      p.transport.reset();
     }
     if (empty) {
       struct itimerspec off = {};
@@ -375,33 +404,21 @@ std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,
                             : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
   std::string key = ClientKey(reinterpret_cast<sockaddr*>(&peer), port);
   if (key.empty()) return nullptr;
-  std::unique_ptr<RdmaChannel> channel = state->Claim(key, reason);
-  if (!channel) return nullptr;
-  // Nobody watched the parked channel: a client that gave up on its probe
-  // after our handshake completed has sent a disconnect (before its SYN).
-  channel->PollCm();
-  channel->ArmForEvents();
-  if (channel->error() != 0 || channel->closed()) {
+  std::unique_ptr<RdmaTransport> transport = state->Claim(key, reason);
+  if (!transport) return nullptr;
+  // A client that gave up after our handshake (its kernel connect failed
+  // or was still in progress) reset the channel before its SYN.
+  if (transport->BrokenBeforePairing()) {
     VSOCKET_LOG(kWarn, "rdma: the channel of %s broke before accept",
                 key.c_str());
-    channel->Abort();
+    *reason = FallbackReason::kRdmaSetupFailed;
+    return nullptr;  // released unpaired: reset
+  }
+  // accepted_fd's number now names the readiness socket.
+  if (transport->TakeOverNumber(accepted_fd) != 0) {
     *reason = FallbackReason::kRdmaSetupFailed;
     return nullptr;
   }
-  int tcp_fd = sys::DupPrivate(accepted_fd);
-  if (tcp_fd < 0) {
-    channel->Abort();
-    *reason = FallbackReason::kRdmaSetupFailed;
-    return nullptr;
-  }
-  std::unique_ptr<RdmaTransport> transport =
-      RdmaTransport::Create(std::move(channel), tcp_fd);
-  if (!transport) {
-    sys::close(tcp_fd);
-    *reason = FallbackReason::kRdmaSetupFailed;
-    return nullptr;
-  }
-  sys::close(accepted_fd);
   *reason = FallbackReason::kNone;
   return transport;
 }

@@ -4,13 +4,16 @@
 // listens on the same address and port in the RDMA CM's own port space
 // (RDMA_PS_TCP).  The process's progress thread (progress_thread.h) answers
 // connection requests at once, without the application's help (it may be
-// blocked in accept() or epoll): it validates the client's hello, completes
-// the handshake and PARKS the channel under (client ip, client TCP port)
-// from the hello.  accept() then pairs the kernel-accepted TCP connection
-// with its parked channel (ClaimRdmaChannel), waiting a bounded time if the
-// handshake for that client is still in flight.  A parked channel nobody
-// claims within VSOCKET_CLAIM_TIMEOUT_MS is aborted, so its client gets
-// ECONNRESET instead of waiting forever.
+// blocked in accept() or epoll): it validates the client's hello, makes the
+// connection's descriptors, completes the handshake, builds the transport
+// and PARKS it under (client ip, client TCP port) from the hello.  The
+// client commits to RDMA at ESTABLISHED, so everything that can fail runs
+// before rdma_accept (only the progress thread's watch comes after it).
+// accept() then pairs the kernel-accepted TCP connection with its parked
+// transport (ClaimRdmaChannel), waiting a bounded time if the handshake for
+// that client is still in flight; the pairing makes no descriptor.  A
+// parked transport nobody claims within VSOCKET_CLAIM_TIMEOUT_MS is reset,
+// so its client gets ECONNRESET instead of waiting forever.
 //
 // Threading: thread-safe.
 // Fork: a listener belongs to the process that created it.  When that
@@ -40,9 +43,12 @@ void StopRdmaListener(int handle);
 
 // REQUIRES: `accepted_fd` was accepted from the listener of `handle`.
 // If the client of `accepted_fd` established an RDMA channel, returns its
-// transport (which owns accepted_fd; the user descriptor is new).
-// Otherwise nullptr and *reason (peer_not_vsocket: the client announced
-// nothing; rdma_setup_failed: the channel broke before accept).
+// transport, which owns the kernel socket at a private number; the number
+// `accepted_fd` names the transport's user descriptor from then on (keeping
+// its close-on-exec flag).  Otherwise nullptr with `accepted_fd` unchanged
+// and *reason (peer_not_vsocket: the client announced nothing;
+// rdma_setup_failed: the channel broke before accept; what the handshake
+// could not set up: fd_limit, rdma_memory_limit, rdma_setup_failed).
 std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,
                                             FallbackReason* reason);
 

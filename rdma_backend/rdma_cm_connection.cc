@@ -401,7 +401,7 @@ void RdmaListener::RejectPending() {
 
 std::unique_ptr<RdmaChannel> RdmaListener::Accept(
     int64_t timeout_ns, std::string* error, PeerInfo* peer_info,
-    const std::function<void(const PeerInfo&)>& on_request) {
+    const std::function<bool(const PeerInfo&)>& on_request) {
   int64_t wait_deadline = timeout_ns < 0 ? -1 : MonotonicNs() + timeout_ns;
   rdma_cm_event* ev = nullptr;
   for (;;) {
@@ -437,7 +437,13 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
   if (on_request) {
     PeerInfo info;
     if (peer_info != nullptr) info = *peer_info;
-    on_request(info);
+    if (!on_request(info)) {
+      int e = errno;
+      rdma_reject(id, nullptr, 0);
+      rdma_destroy_id(id);
+      Fail(error, e, "refused before setup");
+      return nullptr;
+    }
   }
   int64_t deadline = MonotonicNs() + options_.connect_timeout_ns;
   rdma_event_channel* ec = rdma_create_event_channel();

@@ -61,10 +61,11 @@ class RdmaListener {
     uint16_t tcp_port = 0;
   };
   // `on_request`, if set, is called with the peer's info once a valid
-  // request was decoded, before the handshake completes.
+  // request was decoded, before anything is set up for it.  Returning false
+  // (with errno set) rejects the request: nullptr with that errno.
   std::unique_ptr<RdmaChannel> Accept(
       int64_t timeout_ns, std::string* error, PeerInfo* peer = nullptr,
-      const std::function<void(const PeerInfo&)>& on_request = nullptr);
+      const std::function<bool(const PeerInfo&)>& on_request = nullptr);
   // Takes the next pending connection request, if any, and rejects it
   // (e.g. over the registered-memory limit).  Never blocks.
   void RejectPending();

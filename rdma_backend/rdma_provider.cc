@@ -10,53 +10,44 @@
 #include "rdma_backend/rdma_config.h"
 #include "rdma_backend/rdma_negotiation.h"
 #include "rdma_backend/rdma_transport.h"
+#include "rdma_backend/readiness_socket.h"
 #include "vsocket/local_port.h"
 #include "vsocket/log.h"
 #include "base/real_libc.h"
-#include "vsocket/user_descriptor.h"
 
 namespace vsocket::rdma {
 namespace {
 
-// Client: an established channel waiting for its kernel TCP twin.
+// Client: a connection built before the kernel connect, waiting for it.
+// Everything that can fail is done before the SYN leaves: once it has, the
+// server may claim the channel, and a client that fell back to TCP then
+// would write to a server that reads only RDMA (CI, stop 27).
 class RdmaPendingConnection final : public PendingConnection {
  public:
-  explicit RdmaPendingConnection(std::unique_ptr<RdmaChannel> channel)
-      : channel_(std::move(channel)) {}
-  // Never paired with its socket (the kernel connect failed or did not
-  // finish): abort it, so that the server's parked copy is reset and its
-  // accept() stays on TCP.
-  ~RdmaPendingConnection() override {
-    if (channel_) channel_->Abort();
-  }
+  // Destroying it unpaired (the kernel connect failed or did not finish)
+  // resets the channel, so that the server's parked copy is reset too and
+  // its accept() stays on TCP (RdmaTransport::Release).
+  explicit RdmaPendingConnection(std::unique_ptr<RdmaTransport> transport)
+      : transport_(std::move(transport)) {}
 
   // The peer's CM just answered: its TCP listener is a round trip away.
   int handshake_wait_ms() const override {
     return static_cast<int>(GetRdmaConfig().probe_ms);
   }
 
+  // The application keeps its number; it now names the readiness socket.
+  // Makes no descriptor, so it does not run out of them.
   std::unique_ptr<Transport> Complete(int fd, FallbackReason* reason) override {
-    *reason = FallbackReason::kRdmaSetupFailed;
-    int tcp_fd = DuplicateAside(fd);
-    if (tcp_fd < 0) return nullptr;
-    std::unique_ptr<RdmaTransport> transport =
-        RdmaTransport::Create(std::move(channel_), tcp_fd);
-    if (!transport) {
-      VSOCKET_LOG(kWarn, "rdma transport setup failed: %s", strerror(errno));
-      sys::close(tcp_fd);
-      return nullptr;
+    if (transport_->TakeOverNumber(fd) != 0) {
+      *reason = FallbackReason::kRdmaSetupFailed;
+      return nullptr;  // the destructor resets the channel
     }
-    // The application keeps its number; it now names the readiness socket.
-    if (InstallAtUserNumber(transport->user_fd(), fd) != 0) {
-      return nullptr;  // Release() closes the channel and tcp_fd
-    }
-    transport->MoveUserFd(fd);
     *reason = FallbackReason::kNone;
-    return transport;
+    return std::move(transport_);
   }
 
  private:
-  std::unique_ptr<RdmaChannel> channel_;
+  std::unique_ptr<RdmaTransport> transport_;
 };
 
 // Server: the RDMA CM listener beside one kernel listener.
@@ -119,10 +110,27 @@ class RdmaTransportProvider final : public TransportProvider {
     if (!HaveRdmaDevice()) return {FallbackReason::kNoRdmaDevice, true};
     uint16_t port = EnsureLocalPort(fd, addr->sa_family);
     if (port == 0) return {FallbackReason::kLocalPortsBusy, true};
+    // The descriptors first: short of them, the server hears nothing.
+    auto ready = std::make_unique<ReadinessSocket>();
+    if (int err = ready->Open(); err != 0) {
+      VSOCKET_LOG(kInfo, "rdma: no descriptors for a connection: %s", strerror(-err));
+      return {err == -EMFILE || err == -ENFILE ? FallbackReason::kFdLimit
+                                               : FallbackReason::kRdmaSetupFailed,
+              true};
+    }
     std::unique_ptr<RdmaChannel> channel;
     FallbackReason reason = ProbeRdmaPeer(dst, port, &channel);
-    if (reason != FallbackReason::kNone) return {reason, true};
-    *pending = std::make_unique<RdmaPendingConnection>(std::move(channel));
+    if (reason != FallbackReason::kNone) {
+      ready->CloseUserEnd();
+      return {reason, true};
+    }
+    std::unique_ptr<RdmaTransport> transport =
+        RdmaTransport::Create(std::move(channel), std::move(ready));
+    if (!transport) {  // the channel was reset
+      VSOCKET_LOG(kWarn, "rdma transport setup failed: %s", strerror(errno));
+      return {FallbackReason::kRdmaSetupFailed, true};
+    }
+    *pending = std::make_unique<RdmaPendingConnection>(std::move(transport));
     return {FallbackReason::kNone, true};
   }
 

@@ -230,11 +230,16 @@ void RdmaTransport::CloseAllAtExit() {
 }
 
 std::unique_ptr<RdmaTransport> RdmaTransport::Create(
-    std::unique_ptr<RdmaChannel> channel, int tcp_fd) {
+    std::unique_ptr<RdmaChannel> channel, std::unique_ptr<ReadinessSocket> ready) {
   InstallForkHandler();
   auto core = std::make_shared<Core>();
   core->fork_generation = g_fork_generation.load(std::memory_order_relaxed);
-  int err = core->ready.Open();
+  int err = 0;
+  if (ready) {
+    core->ready.MoveFrom(*ready);
+  } else {
+    err = core->ready.Open();
+  }
   if (err != 0) {
     channel->Abort();  // never paired: the peer must not see a clean EOF
     errno = -err;
@@ -266,8 +271,32 @@ std::unique_ptr<RdmaTransport> RdmaTransport::Create(
     core->Sync();
   }
   StatsRdmaRegistered(static_cast<int64_t>(core->registered), core->registered);
-  RegisterLive(core);
-  return std::unique_ptr<RdmaTransport>(new RdmaTransport(std::move(core), tcp_fd));
+  return std::unique_ptr<RdmaTransport>(new RdmaTransport(std::move(core)));
+}
+
+int RdmaTransport::TakeOverNumber(int fd) {
+  if (!core_ || tcp_fd_ >= 0) return -EINVAL;
+  int tcp_fd;
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    tcp_fd = core_->ready.TakeNumber(fd);
+  }
+  if (tcp_fd < 0) {
+    VSOCKET_LOG(kWarn, "rdma: cannot give the connection its number %d: %s", fd,
+                strerror(-tcp_fd));
+    return tcp_fd;
+  }
+  tcp_fd_ = tcp_fd;
+  RegisterLive(core_);
+  return 0;
+}
+
+bool RdmaTransport::BrokenBeforePairing() {
+  if (!core_) return true;
+  std::lock_guard<std::mutex> lock(core_->mu);
+  core_->channel->PollCm();
+  core_->Sync();
+  return core_->channel->error() != 0 || core_->channel->closed();
 }
 
 RdmaTransport::~RdmaTransport() { Release(); }
@@ -541,6 +570,9 @@ int RdmaTransport::TakeError() {
 
 void RdmaTransport::Release() {
   if (!core_) return;
+  // Never paired (TakeOverNumber): the application never had it, and the
+  // peer must not read a clean end of stream.
+  const bool unpaired = tcp_fd_ < 0;
   std::shared_ptr<Core> core = std::move(core_);
   if (core->Inherited()) {
     // A forked child's copy: the verbs objects belong to the parent.  Leak
@@ -566,11 +598,12 @@ void RdmaTransport::Release() {
     // As kernel TCP: closing with unread data resets the connection (the
     // peer's calls fail with ECONNRESET) instead of ending it cleanly.
     core->channel->PollNow();
-    if (core->channel->BufferedBytes() > 0 && !core->shut_rd) {
+    if (unpaired || (core->channel->BufferedBytes() > 0 && !core->shut_rd)) {
       core->channel->Abort();
     } else {
       core->channel->Close();  // bounded (ChannelOptions::close_timeout_ns)
     }
+    if (unpaired) core->ready.CloseUserEnd();
     core->ready.Close();
   }
   StatsRdmaRegistered(-static_cast<int64_t>(core->registered), core->registered);

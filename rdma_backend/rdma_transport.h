@@ -37,6 +37,7 @@
 
 #include "rdma_backend/rdma_channel.h"
 #include "rdma_backend/rdma_provider.h"
+#include "rdma_backend/readiness_socket.h"
 #include "vsocket/stream_io.h"
 #include "vsocket/transport.h"
 
@@ -44,14 +45,28 @@ namespace vsocket::rdma {
 
 class RdmaTransport final : public Transport, public StreamSteps {
  public:
-  // Wraps an established `channel` whose kernel TCP twin is `tcp_fd`.
-  // Takes ownership of both on success.  On failure returns nullptr with
-  // errno; `channel` is closed and `tcp_fd` is left to the caller.
-  // The user descriptor is new (close-on-exec); the caller may move it with
-  // MoveUserFd().
+  // Wraps an established `channel`, before its kernel TCP twin exists or
+  // is known: everything that can fail is done here (the readiness socket,
+  // the progress thread's watch), so that it can run before the peer
+  // commits (client: before its SYN; server: before rdma_accept, with
+  // `ready` opened there).  `ready`: an opened ReadinessSocket to use, or
+  // null to open one.  On failure returns nullptr with errno, the channel
+  // reset (the peer's copy fails with ECONNRESET).
   static std::unique_ptr<RdmaTransport> Create(
-      std::unique_ptr<RdmaChannel> channel, int tcp_fd);
+      std::unique_ptr<RdmaChannel> channel,
+      std::unique_ptr<ReadinessSocket> ready = nullptr);
   ~RdmaTransport() override;
+
+  // Pairs the connection with its kernel TCP twin, the application's number
+  // `fd`: `fd` names the readiness socket from now on, and the kernel
+  // socket moves to a private number this transport owns.  Makes no
+  // descriptor (ReadinessSocket::TakeNumber).  0, or -errno with `fd`
+  // unchanged.  A transport released without it resets its channel.
+  // REQUIRES: called once, by the thread that owns the transport.
+  int TakeOverNumber(int fd);
+  // True when the channel was reset or closed before TakeOverNumber (a
+  // client that gave up after the handshake); looks at pending CM events.
+  bool BrokenBeforePairing();
 
   TransportKind kind() const override { return kRdmaKind; }
   uint32_t capabilities() const override {
@@ -123,8 +138,7 @@ class RdmaTransport final : public Transport, public StreamSteps {
   template <typename Fn>
   static void ForEachDeferred(Fn fn);
 
-  RdmaTransport(std::shared_ptr<Core> core, int tcp_fd)
-      : core_(std::move(core)), tcp_fd_(tcp_fd) {}
+  explicit RdmaTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {}
 
   // False in a forked child's copy, or after Release(): calls fail then.
   bool Usable() const;
@@ -167,7 +181,7 @@ class RdmaTransport final : public Transport, public StreamSteps {
   // REQUIRES: no lock held.
   int AwaitZeroCopy(uint64_t ticket, uint32_t spin_ns);
   std::shared_ptr<Core> core_;
-  int tcp_fd_;
+  int tcp_fd_ = -1;  // the kernel TCP twin, once TakeOverNumber paired it
 };
 
 }  // namespace vsocket::rdma

@@ -1,6 +1,7 @@
 #include "rdma_backend/readiness_socket.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -39,17 +40,48 @@ int ReadinessSocket::Open() {
   if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return -errno;
   int one = 1;
   sys::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
-  user_dup_ = sys::DupPrivate(sv[0]);
-  if (user_dup_ < 0) {
-    int err = errno;
-    sys::close(sv[0]);
-    sys::close(sv[1]);
+  int user = sys::DupPrivate(sv[0]);
+  int dup = user >= 0 ? sys::DupPrivate(sv[0]) : -1;
+  int priv = dup >= 0 ? sys::DupPrivate(sv[1]) : -1;
+  int err = errno;
+  sys::close(sv[0]);
+  sys::close(sv[1]);
+  if (priv < 0) {
+    if (user >= 0) sys::close(user);
+    if (dup >= 0) sys::close(dup);
     return -err;
   }
-  user_fd_ = sv[0];
-  private_fd_ = sys::MovePrivate(sv[1]);
-  if (private_fd_ < 0) private_fd_ = sv[1];
+  user_fd_ = user;
+  user_dup_ = dup;
+  private_fd_ = priv;
   return 0;
+}
+
+void ReadinessSocket::MoveFrom(ReadinessSocket& other) {
+  user_fd_ = other.user_fd_.exchange(-1);
+  user_dup_ = other.user_dup_;
+  private_fd_ = other.private_fd_;
+  readable_ = other.readable_;
+  blocked_ = other.blocked_;
+  rd_shut_ = other.rd_shut_;
+  wr_shut_ = other.wr_shut_;
+  other.user_dup_ = -1;
+  other.private_fd_ = -1;
+}
+
+int ReadinessSocket::TakeNumber(int fd) {
+  int spare = user_fd();  // private; user_dup_ keeps the user end open
+  int fd_flags = sys::fcntl(fd, F_GETFD);
+  if (fd_flags < 0) return -errno;
+  if (sys::ReplacePrivate(fd, spare) != 0) return -errno;
+  if (sys::dup3(user_dup_, fd, (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+    int err = errno;
+    // `spare` names the kernel socket now: put the user end back there.
+    sys::ReplacePrivate(user_dup_, spare);
+    return -err;
+  }
+  set_user_fd(fd);
+  return spare;
 }
 
 void ReadinessSocket::SetHangup(bool rdhup, bool hup) {

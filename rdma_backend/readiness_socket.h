@@ -18,8 +18,13 @@
 //
 // Threading: thread-compatible; RdmaTransport calls it under its mutex.
 // Ownership: the private end is owned and closed by this object; the user
-// end belongs to the socket layer (closed here only by CloseUserEnd(), for
-// a pair that was never handed out).
+// end belongs to the socket layer once TakeNumber() gave it the
+// application's number (closed here only by CloseUserEnd(), for a pair
+// that was never handed out).
+//
+// Open() makes every descriptor the connection will need, all at private
+// numbers, so that it can run before the peer commits to the connection
+// (before the client's SYN); TakeNumber() after that needs none.
 #ifndef VSOCKET_RDMA_BACKEND_READINESS_SOCKET_H_
 #define VSOCKET_RDMA_BACKEND_READINESS_SOCKET_H_
 
@@ -34,9 +39,20 @@ class ReadinessSocket {
   ReadinessSocket& operator=(const ReadinessSocket&) = delete;
   ~ReadinessSocket();  // closes the private end only
 
-  // Creates the pair (close-on-exec).  The user end starts writable and not
-  // readable.  0 or -errno.
+  // Creates the pair (close-on-exec), the user end at a private number (see
+  // base/private_fd.h).  It starts writable and not readable.  0 or -errno
+  // (-EMFILE: no private number left).
   int Open();
+  // Moves another object's open pair here.  REQUIRES: this one not opened.
+  void MoveFrom(ReadinessSocket& other);
+
+  // The application's number `fd` (a kernel socket) becomes the user end;
+  // the socket that had it moves to the private number the user end leaves,
+  // which is returned (the caller owns it).  Keeps `fd`'s close-on-exec
+  // flag.  Makes no descriptor: two dup3() onto open numbers.  -errno on
+  // failure, with `fd` unchanged.
+  // REQUIRES: Open() succeeded; TakeNumber not called before.
+  int TakeNumber(int fd);
 
   // May be read without the transport's lock (a sleeping caller polls it).
   int user_fd() const { return user_fd_.load(std::memory_order_relaxed); }

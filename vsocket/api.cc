@@ -222,7 +222,8 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   conn->set_rule_line(vs->rule_line());
   std::unique_ptr<Transport> transport =
       vsocket::ClaimAccepted(vs->listeners(), tcp_fd, &ends, vs->rule_line());
-  // A claimed connection's user descriptor is new and close-on-exec.
+  // A claimed connection's user descriptor is accepted_fd's number (its
+  // flags kept), or a new one, close-on-exec.
   if (transport->user_fd() != tcp_fd && !(flags & SOCK_CLOEXEC))
     sys::fcntl(transport->user_fd(), F_SETFD, 0);
   int user_fd = transport->user_fd();

@@ -59,7 +59,8 @@ void AttachListeners(int listen_fd, bool kernel_listening,
                      ListenerAttachments* set, uint32_t* rule_line);
 
 // Server: `accepted_fd` is a freshly accepted kernel socket.  A transport
-// that owns accepted_fd (its user descriptor is new), or kernel TCP on
+// that owns accepted_fd (its user descriptor is new or accepted_fd's
+// number: ListenerAttachment::Claim), or kernel TCP on
 // accepted_fd with the reason (`rule_line`: the listener's rule, whose
 // policy names the reason when no provider was attached).  `ends` as in
 // ListenerAttachment::Claim.

@@ -76,8 +76,9 @@ class ListenerAttachment {
 
   // `accepted_fd` was just accepted from the listener.  Claims the
   // client's offer on this fabric: returns a transport that owns
-  // accepted_fd (its user descriptor is new, close-on-exec), or nullptr and
-  // a Decline (`applies` false when the client offered nothing here).
+  // accepted_fd (its user descriptor is new and close-on-exec, or takes
+  // accepted_fd's number and flags), or nullptr with accepted_fd unchanged
+  // and a Decline (`applies` false when the client offered nothing here).
   // `ends`: the addresses the core knows (the peer's always); the claim
   // may fill the others in (ConnectionEndpoints::NameLocal), and the core
   // then uses them for the live page.
