@@ -40,6 +40,7 @@ int ReadinessSocket::Open() {
   if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return -errno;
   int one = 1;
   sys::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+  sys::NofileLimitSnapshot limit;  // one getrlimit for the three
   int user = sys::DupPrivate(sv[0]);
   int dup = user >= 0 ? sys::DupPrivate(sv[0]) : -1;
   int priv = dup >= 0 ? sys::DupPrivate(sv[1]) : -1;
