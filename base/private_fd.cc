@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 
 #include "base/real_libc.h"
 
@@ -70,25 +71,37 @@ bool RoomAboveSoftLimit(const struct rlimit& rl) {
          (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > rl.rlim_cur);
 }
 
+// Runs `call` (one descriptor call, returning its result with errno) with
+// the soft limit raised to `soft`, then puts `rl` back, keeping the call's
+// errno.  nullopt (setrlimit's errno) when the raise is refused.
+template <typename Call>
+std::optional<int> WithSoftLimitRaised(const struct rlimit& rl, rlim_t soft,
+                                       Call call) {
+  std::lock_guard<std::mutex> lock(RaiseMutex());
+  struct rlimit raised = rl;
+  raised.rlim_cur = soft;
+  if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) return std::nullopt;
+  int result = call();
+  int saved = errno;
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+  errno = saved;
+  return result;
+}
+
 // DupPrivate under the limits `rl` the caller just read.
 int DupPrivateUnder(int fd, const struct rlimit& rl) {
   if (RoomAboveSoftLimit(rl)) {
-    std::lock_guard<std::mutex> lock(RaiseMutex());
-    struct rlimit raised = rl;
-    raised.rlim_cur = rl.rlim_max == RLIM_INFINITY
-                          ? rl.rlim_cur + kAboveRange
-                          : std::min(rl.rlim_max, rl.rlim_cur + kAboveRange);
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
-      int copy = sys::fcntl(fd, F_DUPFD_CLOEXEC, static_cast<long>(rl.rlim_cur));
-      int saved = errno;
-      ::setrlimit(RLIMIT_NOFILE, &rl);
-      errno = saved;
-      // Never fall back into the application's numbers once the room above
-      // its limit is used up: that took the numbers it would get next and
-      // gave it EMFILE where the kernel would not (10,000 connections
-      // under a hard limit of 20,000).  The caller takes TCP (fd_limit).
-      return copy;
-    }
+    rlim_t soft = rl.rlim_max == RLIM_INFINITY
+                      ? rl.rlim_cur + kAboveRange
+                      : std::min(rl.rlim_max, rl.rlim_cur + kAboveRange);
+    std::optional<int> copy = WithSoftLimitRaised(rl, soft, [&] {
+      return sys::fcntl(fd, F_DUPFD_CLOEXEC, static_cast<long>(rl.rlim_cur));
+    });
+    // Never fall back into the application's numbers once the room above
+    // its limit is used up: that took the numbers it would get next and
+    // gave it EMFILE where the kernel would not (10,000 connections under
+    // a hard limit of 20,000).  The caller takes TCP (fd_limit).
+    if (copy) return *copy;
   }
   return sys::fcntl(fd, F_DUPFD_CLOEXEC, InsideBase(rl.rlim_cur));
 }
@@ -129,19 +142,14 @@ int ReplacePrivate(int fd, int private_fd) {
       static_cast<rlim_t>(private_fd) < rl.rlim_cur) {
     return sys::dup3(fd, private_fd, O_CLOEXEC) < 0 ? -1 : 0;
   }
-  std::lock_guard<std::mutex> lock(RaiseMutex());
-  struct rlimit raised = rl;
-  raised.rlim_cur = static_cast<rlim_t>(private_fd) + 1;
-  if (raised.rlim_max != RLIM_INFINITY && raised.rlim_cur > raised.rlim_max) {
+  rlim_t soft = static_cast<rlim_t>(private_fd) + 1;
+  if (rl.rlim_max != RLIM_INFINITY && soft > rl.rlim_max) {
     errno = EBADF;
     return -1;
   }
-  if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) return -1;
-  int rc = sys::dup3(fd, private_fd, O_CLOEXEC);
-  int saved = errno;
-  ::setrlimit(RLIMIT_NOFILE, &rl);
-  errno = saved;
-  return rc < 0 ? -1 : 0;
+  std::optional<int> rc = WithSoftLimitRaised(
+      rl, soft, [&] { return sys::dup3(fd, private_fd, O_CLOEXEC); });
+  return rc && *rc >= 0 ? 0 : -1;
 }
 
 PrivateFdRange CurrentPrivateFdRange() {

@@ -117,7 +117,6 @@ class ListenerState : public ProgressWatcher {
       int err = errno;
       stale.reset();
       if (!channel) {
-        if (ready) ready->CloseUserEnd();
         if (!key.empty()) Refuse(key, err);
         if (err == EAGAIN) return;
         VSOCKET_LOG(kWarn, "rdma: connection request refused: %s",

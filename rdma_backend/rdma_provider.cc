@@ -120,10 +120,7 @@ class RdmaTransportProvider final : public TransportProvider {
     }
     std::unique_ptr<RdmaChannel> channel;
     FallbackReason reason = ProbeRdmaPeer(dst, port, &channel);
-    if (reason != FallbackReason::kNone) {
-      ready->CloseUserEnd();
-      return {reason, true};
-    }
+    if (reason != FallbackReason::kNone) return {reason, true};
     std::unique_ptr<RdmaTransport> transport =
         RdmaTransport::Create(std::move(channel), std::move(ready));
     if (!transport) {  // the channel was reset

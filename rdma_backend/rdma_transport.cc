@@ -234,17 +234,7 @@ std::unique_ptr<RdmaTransport> RdmaTransport::Create(
   InstallForkHandler();
   auto core = std::make_shared<Core>();
   core->fork_generation = g_fork_generation.load(std::memory_order_relaxed);
-  int err = 0;
-  if (ready) {
-    core->ready.MoveFrom(*ready);
-  } else {
-    err = core->ready.Open();
-  }
-  if (err != 0) {
-    channel->Abort();  // never paired: the peer must not see a clean EOF
-    errno = -err;
-    return nullptr;
-  }
+  core->ready.MoveFrom(*ready);
   core->completion_fd = channel->completion_fd();
   core->cm_fd = channel->cm_fd();
   core->registered = channel->registered_bytes();
@@ -253,15 +243,14 @@ std::unique_ptr<RdmaTransport> RdmaTransport::Create(
     std::lock_guard<std::mutex> lock(core->mu);
     core->Sync();  // data may already be waiting (sent before accept)
   }
-  err = Watch(core->completion_fd, core);
+  int err = Watch(core->completion_fd, core);
   if (err == 0) {
     err = Watch(core->cm_fd, core);
     if (err != 0) Unwatch(core->completion_fd);
   }
   if (err != 0) {
     VSOCKET_LOG(kWarn, "rdma: cannot watch the channel: %s", strerror(-err));
-    core->channel->Abort();
-    core->ready.CloseUserEnd();
+    core->channel->Abort();  // never paired: the peer must not see a clean EOF
     errno = -err;
     return nullptr;
   }

@@ -45,16 +45,16 @@ namespace vsocket::rdma {
 
 class RdmaTransport final : public Transport, public StreamSteps {
  public:
-  // Wraps an established `channel`, before its kernel TCP twin exists or
-  // is known: everything that can fail is done here (the readiness socket,
-  // the progress thread's watch), so that it can run before the peer
-  // commits (client: before its SYN; server: before rdma_accept, with
-  // `ready` opened there).  `ready`: an opened ReadinessSocket to use, or
-  // null to open one.  On failure returns nullptr with errno, the channel
-  // reset (the peer's copy fails with ECONNRESET).
+  // Wraps an established `channel` and its opened readiness socket, before
+  // the kernel TCP twin exists or is known.  Only the progress thread's
+  // watch can fail here: the caller opens `ready` before the peer commits
+  // (client: before its probe; server: before rdma_accept).  On failure
+  // returns nullptr with errno, the channel reset (the peer's copy fails
+  // with ECONNRESET).
+  // REQUIRES: ready->Open() succeeded.
   static std::unique_ptr<RdmaTransport> Create(
       std::unique_ptr<RdmaChannel> channel,
-      std::unique_ptr<ReadinessSocket> ready = nullptr);
+      std::unique_ptr<ReadinessSocket> ready);
   ~RdmaTransport() override;
 
   // Pairs the connection with its kernel TCP twin, the application's number

@@ -24,6 +24,7 @@ void Drain(int fd) {
 }  // namespace
 
 ReadinessSocket::~ReadinessSocket() {
+  if (!handed_out_) CloseUserEnd();
   if (private_fd_ >= 0) sys::close(private_fd_);
   if (user_dup_ >= 0) sys::close(user_dup_);
 }
@@ -66,6 +67,7 @@ void ReadinessSocket::MoveFrom(ReadinessSocket& other) {
   blocked_ = other.blocked_;
   rd_shut_ = other.rd_shut_;
   wr_shut_ = other.wr_shut_;
+  handed_out_ = other.handed_out_;
   other.user_dup_ = -1;
   other.private_fd_ = -1;
 }
@@ -82,6 +84,7 @@ int ReadinessSocket::TakeNumber(int fd) {
     return -err;
   }
   set_user_fd(fd);
+  handed_out_ = true;
   return spare;
 }
 

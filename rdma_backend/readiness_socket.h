@@ -17,10 +17,9 @@
 // so a descriptor number the application closed or reused is never touched.
 //
 // Threading: thread-compatible; RdmaTransport calls it under its mutex.
-// Ownership: the private end is owned and closed by this object; the user
-// end belongs to the socket layer once TakeNumber() gave it the
-// application's number (closed here only by CloseUserEnd(), for a pair
-// that was never handed out).
+// Ownership: the private end is owned and closed by this object; so is the
+// user end until TakeNumber() gives it the application's number, after
+// which it belongs to the socket layer.
 //
 // Open() makes every descriptor the connection will need, all at private
 // numbers, so that it can run before the peer commits to the connection
@@ -37,7 +36,8 @@ class ReadinessSocket {
   ReadinessSocket() = default;
   ReadinessSocket(const ReadinessSocket&) = delete;
   ReadinessSocket& operator=(const ReadinessSocket&) = delete;
-  ~ReadinessSocket();  // closes the private end only
+  // Closes the private end, and the user end unless TakeNumber gave it away.
+  ~ReadinessSocket();
 
   // Creates the pair (close-on-exec), the user end at a private number (see
   // base/private_fd.h).  It starts writable and not readable.  0 or -errno
@@ -59,7 +59,8 @@ class ReadinessSocket {
   // The user end now lives at descriptor `fd` (dup2/dup3 by the socket
   // layer): use `fd` from now on.
   void set_user_fd(int fd) { user_fd_.store(fd, std::memory_order_relaxed); }
-  // For a pair never handed to the application: closes the user end.
+  // For a pair never handed to the application: closes the user end now
+  // (the destructor would, but the transport's core may outlive it).
   void CloseUserEnd();
 
   // Makes the user end readable (true) or not (false).  Cheap when the state
@@ -85,6 +86,7 @@ class ReadinessSocket {
   bool blocked_ = false;  // filler queued: not writable
   bool rd_shut_ = false;  // POLLRDHUP raised
   bool wr_shut_ = false;  // POLLHUP raised (with rd_shut_)
+  bool handed_out_ = false;  // TakeNumber gave the user end away
 };
 
 }  // namespace vsocket::rdma
