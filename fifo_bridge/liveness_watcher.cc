@@ -24,6 +24,7 @@
 #include "vsocket/background_thread.h"
 #include "vsocket/log.h"
 #include "vsocket/wait.h"
+#include "base/after_fork.h"
 #include "base/real_libc.h"
 #include "fifo_bridge/doorbell.h"
 #include "fifo_bridge/rendezvous.h"
@@ -69,11 +70,7 @@ class Watcher {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!EnsureStarted()) return;
     targets_[fd] = target;
-    struct epoll_event ev = {};
-    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-    ev.data.fd = fd;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
-      VSOCKET_LOG(kWarn, "liveness watch failed: errno %d", errno);
+    AddToEpoll(fd, /*sink=*/false);
   }
 
   void WatchSinkFd(int fd, LivenessTarget* target) {
@@ -81,11 +78,7 @@ class Watcher {
     if (!EnsureStarted()) return;
     targets_[fd] = target;
     sinks_[fd] = true;
-    struct epoll_event ev = {};
-    ev.events = EPOLLIN | EPOLLET;
-    ev.data.fd = fd;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
-      VSOCKET_LOG(kWarn, "sink watch failed: errno %d", errno);
+    AddToEpoll(fd, /*sink=*/true);
   }
 
   void SetDeadline(LivenessTarget* target, int64_t deadline_ns) {
@@ -132,36 +125,35 @@ class Watcher {
 
  private:
   Watcher() {
-    pthread_atfork(nullptr, nullptr, [] {
-      // The child shares the parent's epoll instance but not its thread:
-      // forget both and re-watch what the child still holds.
-      Watcher& w = Get();
-      new (&w.mutex_) std::mutex();
-      auto inherited = std::move(w.targets_);
-      auto sinks = std::move(w.sinks_);
-      w.targets_.clear();
-      w.sinks_.clear();
-      w.epoll_fd_ = -1;
-      w.wake_fd_ = -1;  // the parent's: this child makes its own
-      // The parent's wake socket names the parent: the child binds its own
-      // and must not hold the parent's name past the parent's exit.
-      if (w.wake_sock_ >= 0) sys::close(w.wake_sock_);
-      w.wake_sock_ = -1;
-      SetProcessWakeSocket(-1);
-      w.sleeping_until_ns_ = INT64_MAX;
-      bool deadlines = !w.deadlines_.empty() || !w.wake_names_.empty();
-      for (auto& [fd, target] : inherited) {
-        if (sinks.count(fd)) {
-          w.WatchSinkFd(fd, target);
-        } else {
-          w.Watch(fd, target);
-        }
-      }
-      if (deadlines && w.epoll_fd_ < 0) {
-        std::lock_guard<std::mutex> lock(w.mutex_);
-        w.EnsureStarted();
-      }
-    });
+    pthread_atfork(nullptr, nullptr, [] { Get().ForgetParentsThread(); });
+    sys::RunInEachForkedChild(&Watcher::ResumeInForkedChild);
+  }
+
+  // Fork child handler: the child shares the parent's epoll instance and
+  // wake socket but has none of its threads.  Only forgets them (memory and
+  // one close): the thread starts in ResumeInForkedChild, once fork() has
+  // returned (base/after_fork.h says why not here).  What the child
+  // inherited (targets_, sinks_, deadlines_, wake_names_) stays listed.
+  void ForgetParentsThread() {
+    new (&mutex_) std::mutex();
+    epoll_fd_ = -1;
+    wake_fd_ = -1;  // the parent's: the child makes its own
+    // The parent's wake socket names the parent: the child binds its own
+    // and must not hold the parent's name past the parent's exit.
+    if (wake_sock_ >= 0) sys::close(wake_sock_);
+    wake_sock_ = -1;
+    SetProcessWakeSocket(-1);
+    sleeping_until_ns_ = INT64_MAX;
+  }
+
+  // In a forked child, after fork() returned: starts the child's thread if
+  // it inherited anything to watch.  (A child that watches something new
+  // first starts it there, EnsureStarted.)
+  static void ResumeInForkedChild() {
+    Watcher& w = Get();
+    std::lock_guard<std::mutex> lock(w.mutex_);
+    if (w.targets_.empty() && w.deadlines_.empty() && w.wake_names_.empty()) return;
+    w.EnsureStarted();
   }
 
   // The atexit handler: OnProcessExit for every watched connection.
@@ -174,7 +166,18 @@ class Watcher {
     }
   }
 
-  // REQUIRES: mutex_ held.
+  // REQUIRES: mutex_ held, epoll_fd_ >= 0.
+  void AddToEpoll(int fd, bool sink) {
+    struct epoll_event ev = {};
+    ev.events = sink ? EPOLLIN | EPOLLET : EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      VSOCKET_LOG(kWarn, "%s watch failed: errno %d", sink ? "sink" : "liveness", errno);
+  }
+
+  // Makes the epoll instance, the wake socket and the thread if they do not
+  // exist yet; in a forked child, the descriptors it inherited are watched
+  // again.  REQUIRES: mutex_ held; not inside a fork handler.
   bool EnsureStarted() {
     if (epoll_fd_ >= 0) return true;
     static bool exit_hook = std::atexit(AtExit) == 0;  // once per process image
@@ -196,6 +199,7 @@ class Watcher {
       ev.data.fd = wake_sock_;
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_sock_, &ev);
     }
+    for (auto& [fd, target] : targets_) AddToEpoll(fd, sinks_.count(fd) != 0);
     int epoll_fd = epoll_fd_;
     StartBackgroundThread([this, epoll_fd] { Run(epoll_fd); });
     return true;

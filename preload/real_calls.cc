@@ -58,6 +58,7 @@ VSP_REAL(int, sendmmsg,
 VSP_REAL(int, close_range, (unsigned int first, unsigned int last, int flags),
          (first, last, flags))
 VSP_REAL(int, fclose, (FILE* stream), (stream))
+VSP_REAL(pid_t, fork, (void), ())
 VSP_REAL(int, execve, (const char* path, char* const argv[], char* const envp[]),
          (path, argv, envp))
 VSP_REAL(int, execvp, (const char* file, char* const argv[]), (file, argv))

@@ -40,6 +40,7 @@ int close_range(unsigned int first, unsigned int last, int flags);
 void closefrom(int lowfd);
 FILE* fdopen(int fd, const char* mode);
 int fclose(FILE* stream);
+pid_t fork(void);
 int execve(const char* path, char* const argv[], char* const envp[]);
 int execvp(const char* file, char* const argv[]);
 int execvpe(const char* file, char* const argv[], char* const envp[]);

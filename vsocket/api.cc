@@ -2,6 +2,7 @@
 // onto the VirtualSocket of its descriptor, or onto libc for descriptors that
 // are not ours.  No call here blocks except inside a transport's
 // SendMsg/RecvMsg, in the kernel's connect/accept, or in poll.
+#include "base/after_fork.h"
 #include "base/real_libc.h"
 #include "vsocket/vsocket.h"
 
@@ -111,7 +112,10 @@ ssize_t RecvBuffer(VirtualSocket* vs, Transport* t, void* buf, size_t len,
 
 // The connected transport of a pinned socket, or nullptr: not ours, or not
 // connected (the kernel then answers for the descriptor's state).
+// A forked child's first such call also runs the work its fork handlers
+// left for after fork() (base/after_fork.h).
 Transport* ConnectedTransport(const vsocket::SocketPin& vs, int fd) {
+  sys::RunForkedChildWork();
   return vs ? vs->TransportFinishingConnect(fd) : nullptr;
 }
 
@@ -515,6 +519,7 @@ int vsocket_ioctl(int fd, unsigned long request, void* arg) {
 }
 
 int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+  sys::RunForkedChildWork();  // a forked child's watcher, before it sleeps
   vsocket::BeforeWait();  // corked sends of this process go out first
   // Finish the non-blocking connects the kernel completed, so that their
   // descriptors are the final ones (the only I/O here; connected sockets

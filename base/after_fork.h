@@ -1,0 +1,31 @@
+// Work a forked child must do once fork() has returned in it, not inside a
+// fork handler: chiefly starting background threads again.
+//
+// A pthread_atfork child handler runs inside fork(), before the handlers
+// registered after it, and inside whatever wraps fork(): ASan's fork
+// interceptor, for one, holds its allocator's locks until the real fork()
+// returns, so a thread started from a child handler can block on them for
+// good.  Handlers therefore only reset memory; the work that needs a
+// running process is registered here and runs at the first of:
+//   - the interposer's fork() (preload/interpose_fork.cc), right after the
+//     real fork() returns in the child;
+//   - the explicit API's next call on a connection or poll
+//     (vsocket/api.cc), for programs that link vsocket.
+#ifndef VSOCKET_BASE_AFTER_FORK_H_
+#define VSOCKET_BASE_AFTER_FORK_H_
+
+namespace vsocket::sys {
+
+// Adds `hook` to the work each forked child does (see above), in the order
+// of registration.  At most 8 hooks; more are refused with a false return.
+// REQUIRES: not called from a fork handler.  Any thread.
+bool RunInEachForkedChild(void (*hook)());
+
+// Runs the registered hooks if this process is a forked child that has not
+// run them yet; otherwise costs one atomic load.  Any thread; not from a
+// signal handler (a hook may start a thread).
+void RunForkedChildWork();
+
+}  // namespace vsocket::sys
+
+#endif  // VSOCKET_BASE_AFTER_FORK_H_
