@@ -43,16 +43,22 @@ want=$(sha256sum "$work/data" | cut -d' ' -f1)
 cmd_a=$(printf 'set -o pipefail; timeout 300 %q recv-file "$VSOCKET_RDMA_SELF_IP" %d | sha256sum | cut -d" " -f1 >%q' \
   "$bench" "$port" "$work/out/a.sha256")
 # Then socat under the interposer, default policy: listen, hash, keep stats.
-cmd_a+=$(printf '; timeout 300 %q --stats -- socat -u TCP-LISTEN:%d,reuseaddr OPEN:/tmp/socat.in,creat,trunc 2>%q ; echo "socat received $(stat -c %%s /tmp/socat.in) bytes" >&2; sha256sum </tmp/socat.in | cut -d" " -f1 >%q' \
-  "$vrun" "$((port + 1))" "$work/out/a.socat.stats" "$work/out/a.socat.sha256")
+# Once the kernel lists its port as listening (vsocket listens on RDMA
+# before the kernel does), a marker in the shared directory tells guest b.
+# Without it, a client attempt could find no RDMA listener yet, then the TCP
+# port open a moment later, and rightly settle for TCP (1 run in about 10).
+listen_hex=$(printf '%04X' "$((port + 1))")
+cmd_a+=$(printf '; timeout 300 %q --stats -- socat -u TCP-LISTEN:%d,reuseaddr OPEN:/tmp/socat.in,creat,trunc 2>%q & socat_pid=$!; for i in $(seq 600); do grep -q ":%s 00000000:0000 0A" /proc/net/tcp && break; sleep 0.05; done; touch %q; wait $socat_pid; echo "socat received $(stat -c %%s /tmp/socat.in) bytes" >&2; sha256sum </tmp/socat.in | cut -d" " -f1 >%q' \
+  "$vrun" "$((port + 1))" "$work/out/a.socat.stats" "$listen_hex" "$work/out/a.listening" "$work/out/a.socat.sha256")
 # shellcheck disable=SC2016
 # Guest b: send the host's file (the guest sees the host's / read-only).
 cmd_b=$(printf 'timeout 300 %q send-file "$VSOCKET_RDMA_PEER_IP" %d %q' \
   "$bench" "$port" "$work/data")
-# Then socat, once guest a listens again (retries: no negative caching of
-# the refused attempts, so the one that connects probes RDMA afresh).
-cmd_b+=$(printf '; ok=0; for i in $(seq 100); do if VSOCKET_RDMA_NEGATIVE_TTL_MS=0 timeout 300 %q --stats -- socat -u OPEN:%q TCP:"$VSOCKET_RDMA_PEER_IP":%d 2>%q; then ok=1; break; fi; sleep 0.2; done; [ $ok = 1 ]' \
-  "$vrun" "$work/data" "$((port + 1))" "$work/out/b.socat.stats")
+# Then socat, once guest a's marker says it listens (the retries remain for
+# a slow share; no negative caching of refused attempts, so the one that
+# connects probes RDMA afresh).
+cmd_b+=$(printf '; for i in $(seq 600); do [ -e %q ] && break; sleep 0.05; done; ok=0; for i in $(seq 100); do if VSOCKET_RDMA_NEGATIVE_TTL_MS=0 timeout 300 %q --stats -- socat -u OPEN:%q TCP:"$VSOCKET_RDMA_PEER_IP":%d 2>%q; then ok=1; break; fi; sleep 0.2; done; [ $ok = 1 ]' \
+  "$work/out/a.listening" "$vrun" "$work/data" "$((port + 1))" "$work/out/b.socat.stats")
 
 echo "pair-checksum: $mb MiB guest b -> guest a over RdmaChannel, SHA-256 $want"
 status=0
