@@ -1,12 +1,12 @@
 // Work a forked child must do once fork() has returned in it, not inside a
 // fork handler: chiefly starting background threads again.
 //
-// A pthread_atfork child handler runs inside fork(), before the handlers
-// registered after it, and inside whatever wraps fork(): ASan's fork
-// interceptor, for one, holds its allocator's locks until the real fork()
-// returns, so a thread started from a child handler can block on them for
-// good.  Handlers therefore only reset memory; the work that needs a
-// running process is registered here and runs at the first of:
+// A pthread_atfork child handler runs inside fork(), where POSIX allows
+// only async-signal-safe calls, and before the child handlers registered
+// after it: a thread started there would run while those still reset their
+// state (the socket table re-makes its mutex in place in one).  Handlers
+// therefore only reset memory; the work that needs a running process is
+// registered here and runs at the first of:
 //   - the interposer's fork() (preload/interpose_fork.cc), right after the
 //     real fork() returns in the child;
 //   - the explicit API's next call on a connection or poll
