@@ -286,6 +286,7 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
     if (outcome == 0) {
       rc = 0;  // the handshake finished: report immediate success
     } else if (outcome > 0) {
+      pending.reset();  // withdraw the offer first: it may change errno
       errno = outcome;  // refused etc.: report it now (SO_ERROR was read)
       return -1;
     } else {
@@ -297,12 +298,18 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
     }
   }
   if (rc != 0) {
-    if (errno == EINPROGRESS || errno == EINTR) {
-      int saved = errno;
+    // The kernel's errno is the caller's.  Withdrawing a provider's offer
+    // (its destructor: an RDMA channel's teardown ends with EAGAIN from its
+    // non-blocking CM event channel) may change errno, so it is done here,
+    // before errno is restored -- not at the return.
+    int saved = errno;
+    if (saved == EINPROGRESS || saved == EINTR) {
       vs->SetConnecting(std::move(pending), reason);
-      errno = saved;
+    } else {
+      pending.reset();  // a failed connect withdraws the offer
     }
-    return -1;  // a failed connect withdraws the offer (pending's dtor)
+    errno = saved;
+    return -1;
   }
   vsocket::ConnectionEndpoints ends;
   vsocket::PeerOfConnect(addr, len, &ends);
