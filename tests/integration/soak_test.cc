@@ -62,12 +62,20 @@ std::string Host() {
   return ip && *ip ? ip : "";
 }
 constexpr const char* kFastPath = "rdma";
+// The probe's deadline is 3 s here, not the default 300 ms: the guest is
+// emulated (TCG), and on a loaded 2-core host its RDMA CM handshake can
+// take longer than 300 ms.  One probe that times out is remembered for
+// VSOCKET_RDMA_NEGATIVE_TTL_MS (30 s), so every connection of the next
+// half of the soak ran on TCP (29 of 195 in one run on a host compiling
+// beside the guest).  The soak checks data and resources, not how fast a
+// probe is answered.
 void SetPolicy() {
   setenv("VSOCKET_TRANSPORT", "rdma", 1);
   setenv("VSOCKET_RDMA_RING_SIZE", "256K", 1);
+  setenv("VSOCKET_RDMA_PROBE_MS", "3000", 1);
 }
-// A probe of the emulated guest may time out under load (300 ms): such a
-// connection runs on TCP with a named reason, which the echoes check.
+// A probe may still time out: such a connection runs on TCP with a named
+// reason, which the echoes check.
 constexpr int kMaxFallbackPerMille = 20;
 #else
 std::string Host() { return "127.0.0.1"; }
