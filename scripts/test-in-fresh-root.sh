@@ -12,7 +12,17 @@
 #   2. Every run extracts a fresh copy, copies the checkout in (the files git
 #      tracks plus untracked ones it does not ignore; no build trees), and,
 #      in a private mount and PID namespace, mounts /proc, /sys, /dev,
-#      /dev/pts and a tmpfs /dev/shm.
+#      /dev/pts and a tmpfs /dev/shm.  apt's archive directory
+#      (/var/cache/apt/archives) is bind-mounted from $VSOCKET_CI_CACHE/apt,
+#      so .deb files downloaded by one run are not downloaded again by the
+#      next.  Only downloads are kept: every package is still installed by
+#      the project's own scripts into the fresh root, and apt checks each
+#      cached file's hash against the package lists before it uses it.
+#      The compiler's outputs are kept the same way, in $VSOCKET_CI_CACHE/ccache
+#      (ccache, keyed by the preprocessed source, the compiler and every
+#      flag; a header the fresh root lacks still fails the build, and every
+#      program is still linked and every test run).  VSOCKET_CI_CCACHE=0
+#      builds without it.
 #   3. It runs the README's test command exactly as the README writes it,
 #      as root, in the copy, with a clean environment (CI and
 #      VSOCKET_SKIP_RDMA_VM pass through; VSOCKET_THROWAWAY_ROOT=1 tells
@@ -22,7 +32,8 @@
 #
 # Environment: VSOCKET_CI_CACHE (cache dir), VSOCKET_CI_WORK (where roots are
 # made, default /var/tmp), VSOCKET_CI_MIRROR (default http://deb.debian.org/debian),
-# VSOCKET_CI_KEEP_ROOT=1 (keep the root afterwards, for a post-mortem).
+# VSOCKET_CI_KEEP_ROOT=1 (keep the root afterwards, for a post-mortem),
+# VSOCKET_CI_CCACHE=0 (no compiler cache: every object compiled anew).
 # Exit status: the test command's; 125 when the root could not be made.
 set -euo pipefail
 
@@ -127,6 +138,16 @@ deb $mirror $suite-updates main
 deb http://deb.debian.org/debian-security $suite-security main
 EOF
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# The download cache: apt's own layout (partial/ is apt's, owned by _apt).
+debs=$cache/apt
+mkdir -p "$debs/partial"
+# The compiler cache, seen in the root as /var/cache/vsocket-ccache.
+objs=$cache/ccache
+if [[ ${VSOCKET_CI_CCACHE:-1} != 0 ]]; then
+  mkdir -p "$objs" "$root/var/cache/vsocket-ccache"
+else
+  objs=
+fi
 copy_checkout "$root/vsocket"
 
 # ---- 3. run the README's command in a private mount + PID namespace ----
@@ -137,15 +158,18 @@ env_pass=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
           HOME=/root LANG=C.UTF-8 TERM=dumb CI="${CI:-}"
           VSOCKET_THROWAWAY_ROOT=1)  # scripts/test-install.sh may dpkg -i here
 [[ -n ${VSOCKET_SKIP_RDMA_VM:-} ]] && env_pass+=(VSOCKET_SKIP_RDMA_VM="$VSOCKET_SKIP_RDMA_VM")
+[[ -n $objs ]] && env_pass+=(VSOCKET_CCACHE_DIR=/var/cache/vsocket-ccache)
 unshare --mount --pid --fork --kill-child --propagation private -- bash -euc '
-  root=$1; shift
+  root=$1 debs=$2 objs=$3; shift 3
   mount -t proc proc "$root/proc"
   mount --rbind /sys "$root/sys"
   mount --rbind /dev "$root/dev"
   mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts" 2>/dev/null ||
     mount --bind /dev/pts "$root/dev/pts"
   mount -t tmpfs -o mode=1777,size=50% tmpfs "$root/dev/shm"
+  mount --bind "$debs" "$root/var/cache/apt/archives"
+  if [[ -n $objs ]]; then mount --bind "$objs" "$root/var/cache/vsocket-ccache"; fi
   exec chroot "$root" /usr/bin/env -i "$@"
-' fresh-root "$root" "${env_pass[@]}" bash -c "cd /vsocket && $test_cmd" || status=$?
+' fresh-root "$root" "$debs" "$objs" "${env_pass[@]}" bash -c "cd /vsocket && $test_cmd" || status=$?
 log "'$test_cmd' exited $status after $((SECONDS - start)) s in the fresh root"
 exit "$status"

@@ -208,14 +208,20 @@ ensure_kernel() {
 }
 
 fetch_and_unpack_kernel() {
-    local pkg=linux-image-$KVER deb tmp
-    log "fetching $pkg into $CACHE_DIR (once)"
-    rm -f "$CACHE_DIR/${pkg}"_*.deb
-    (cd "$CACHE_DIR" && timeout 600 apt-get download -q "$pkg" >/dev/null 2>"$CACHE_DIR/download.log") || {
+    local pkg=linux-image-$KVER deb tmp debs
+    # The .deb goes where apt keeps what it downloads, so a download cache
+    # kept for that directory (scripts/test-in-fresh-root.sh) serves it too;
+    # apt-get download checks the hash of a file already there and fetches
+    # it again only if it does not match the package list.
+    eval "$(apt-config shell debs Dir::Cache::archives/d)"
+    [[ -n $debs ]] || debs=/var/cache/apt/archives/
+    mkdir -p "$debs"
+    log "fetching $pkg into $debs, unpacking into $CACHE_DIR (once)"
+    (cd "$debs" && timeout 600 apt-get download -q "$pkg" >/dev/null 2>"$CACHE_DIR/download.log") || {
         cat "$CACHE_DIR/download.log" >&2
         die "apt-get download $pkg failed (try apt-get update)"
     }
-    deb=$(ls "$CACHE_DIR/${pkg}"_*.deb)
+    deb=$(ls -t "$debs/${pkg}"_*.deb | head -n 1)
     tmp=$KROOT.partial
     rm -rf "$tmp" "$KROOT"
     dpkg -x "$deb" "$tmp" || die "dpkg -x $deb failed"
@@ -227,7 +233,7 @@ fetch_and_unpack_kernel() {
         log "could not decompress vmlinuz; booting the bzImage (slower)"
     mv "$tmp" "$KROOT"
     touch "$KROOT/.complete"
-    rm -f "$deb" "$CACHE_DIR/download.log"
+    rm -f "$CACHE_DIR/download.log"
 }
 
 # Decompress Debian's xz-compressed bzImage into the plain ELF vmlinux. QEMU
