@@ -6,6 +6,8 @@
 #   --apps  also the real programs used by tests and benchmarks/apps
 #   --fuzz  also clang, for the libFuzzer targets (scripts/fuzz.sh only; the
 #           default build and CI's test stage do not need it)
+#   --ccache also ccache (scripts/test.sh with VSOCKET_CCACHE_DIR set)
+# Options combine: install-deps.sh --apps --ccache.
 set -euo pipefail
 packages=(
   g++ cmake make pkg-config
@@ -14,12 +16,16 @@ packages=(
   python3 iperf3 socat netcat-openbsd ucspi-tcp openbsd-inetd
   scdoc man-db dpkg-dev file
 )
-if [[ "${1:-}" == "--fuzz" ]]; then
+args=" $* "
+if [[ $args == *" --fuzz "* ]]; then
   # The compiler-rt runtimes (libFuzzer, ASan) are only a recommendation of
   # clang, which --no-install-recommends leaves out.
   packages+=(clang libclang-rt-14-dev)
 fi
-if [[ "${1:-}" == "--apps" ]]; then
+if [[ $args == *" --ccache "* ]]; then
+  packages+=(ccache)
+fi
+if [[ $args == *" --apps "* ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached
              libmemcached-tools python3-torch)
 fi
