@@ -46,10 +46,12 @@ deps=(--fuzz)  # clang and its runtimes
 "$top/scripts/install-deps.sh" "${deps[@]}"  # idempotent
 source "$top/scripts/ccache-args.sh"
 build="$top/build-fuzz"
-# Line tables only (-g1): a crash's stack still names files and lines.
+# -O1 and line tables only (-g1), as OSS-Fuzz builds its sanitizer
+# fuzzers: a crash's stack still names files and lines, and the
+# instrumented tree compiles in about half the time of -O2 -g.
 cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DVSOCKET_FUZZ=ON \
   -DVSOCKET_BUILD_BENCHMARKS=OFF "${ccache_args[@]}" >/dev/null
 # The build may use every core (VSOCKET_FUZZ_JOBS, default all); the runs
