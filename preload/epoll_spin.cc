@@ -57,20 +57,32 @@ void ForgetEpollSet(int fd) {
 
 namespace {
 
+// The sleep after a spin: EINTR if a handler ran during the spin, else
+// `sleep` with signals held until the kernel takes the mask
+// (SignalsHeldForSleep), so that one arriving now still ends it.
+int SleepUnlessSignalled(const SignalRestartWindow& signals, int epfd,
+                         struct epoll_event* events, int maxevents,
+                         int64_t timeout_ns, const sigset_t* sigmask,
+                         EpollSleep sleep) {
+  SignalsHeldForSleep held(signals, sigmask);
+  if (held.delivered()) {
+    errno = EINTR;
+    return -1;
+  }
+  return sleep(epfd, events, maxevents, timeout_ns, held.sleep_mask());
+}
+
 // The kernel-only busy-poll, for marked sets whose connections user space
 // cannot watch this call (RDMA, a set another thread is polling): non-
 // sleeping epoll_pwait calls for up to the budget, then the caller's sleep.
 int KernelSpinWait(int epfd, struct epoll_event* events, int maxevents,
                    int64_t timeout_ns, const sigset_t* sigmask,
-                   EpollSleep sleep) {
+                   EpollSleep sleep, const SignalRestartWindow& signals) {
   BeforeKernelWait();
   int64_t start = MonotonicNs();
   int64_t budget = int64_t{GetConfig().spin_us} * 1000;
   if (timeout_ns >= 0 && timeout_ns < budget) budget = timeout_ns;
   int ready = 0;
-  // epoll_wait is never restarted after a handler (signal(7)): a delivery
-  // during the spin is this call's EINTR, as the kernel's sleep would give.
-  SignalRestartWindow signals;
   bool found = SpinUntil(
       [&] {
         KernelEpollEntry kernel(epfd, /*sleeps=*/false);
@@ -79,13 +91,10 @@ int KernelSpinWait(int epfd, struct epoll_event* events, int maxevents,
       },
       [&] { return signals.AnyDelivery(); }, static_cast<uint32_t>(budget));
   if (found) return ready;
-  if (signals.AnyDelivery()) {
-    errno = EINTR;
-    return -1;
-  }
-  if (timeout_ns < 0) return sleep(epfd, events, maxevents, -1, sigmask);
-  int64_t left = timeout_ns - (MonotonicNs() - start);
-  return sleep(epfd, events, maxevents, left < 0 ? 0 : left, sigmask);
+  int64_t left = timeout_ns < 0 ? -1 : timeout_ns - (MonotonicNs() - start);
+  return SleepUnlessSignalled(signals, epfd, events, maxevents,
+                              timeout_ns < 0 ? -1 : (left < 0 ? 0 : left), sigmask,
+                              sleep);
 }
 
 // Appends the kernel's ready events (without sleeping) to events[0, have)
@@ -116,6 +125,9 @@ int AppendKernelEvents(int epfd, struct epoll_event* events, int have,
 int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
                       int64_t timeout_ns, const sigset_t* sigmask,
                       EpollSleep sleep) {
+  // epoll_wait is never restarted after a handler (signal(7)): a delivery
+  // at any point of the call is its EINTR, as the kernel's sleep would give.
+  SignalRestartWindow signals;
   BeforeWait();
   if (!Marked(epfd) || maxevents <= 0 || GetConfig().spin_us == 0) {
     // Unmarked sets, and arguments the kernel is to reject, as they are.
@@ -127,7 +139,7 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   if (!lock.owns_lock()) {
     return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask)
                            : KernelSpinWait(epfd, events, maxevents,
-                                            timeout_ns, sigmask, sleep);
+                                            timeout_ns, sigmask, sleep, signals);
   }
   // Ends the call's use of the set (its references, then the lock) once.
   struct CallEnd {
@@ -144,7 +156,7 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
     end_call();
     return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask)
                            : KernelSpinWait(epfd, events, maxevents,
-                                            timeout_ns, sigmask, sleep);
+                                            timeout_ns, sigmask, sleep, signals);
   }
   set->HoldAll();
   int64_t start = MonotonicNs();
@@ -153,7 +165,6 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   // Without a slot: one look, then the kernel.
   PollerSlot slot;
   if (!slot.taken()) budget = 0;
-  SignalRestartWindow signals;
   PollerPacer pace(start, budget);
   for (bool waiting = false;; waiting = true) {
     int64_t now = pace.now();
@@ -201,7 +212,8 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
       left = timeout_ns - (MonotonicNs() - start);
       if (left < 0) left = 0;
     }
-    ready = sleep(epfd, events, maxevents, left, sigmask);
+    ready = SleepUnlessSignalled(signals, epfd, events, maxevents, left, sigmask,
+                                 sleep);
     saved = errno;
   }  // the sleep's count ends (a socket released here may touch errno)
   errno = saved;

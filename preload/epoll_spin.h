@@ -43,7 +43,9 @@ void ForgetEpollSet(int fd);
 bool FastPathEpollSet(int epfd);
 
 // The caller's own wait, for `timeout_ns` (-1: forever), as epoll_wait,
-// epoll_pwait or epoll_pwait2 would do it.
+// epoll_pwait or epoll_pwait2 would do it; with `sigmask` applied when
+// non-null (epoll_wait's too: after a spin, the sleep takes the thread's
+// mask atomically so that a signal held since the spin ends it).
 using EpollSleep = int (*)(int epfd, struct epoll_event* events,
                            int maxevents, int64_t timeout_ns,
                            const sigset_t* sigmask);

@@ -104,7 +104,22 @@ int64_t NsLeft(int64_t timeout_ns, int64_t start_ns) {
   return left < 0 ? 0 : left;
 }
 
-int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms);
+// The first sleep after a spin: EINTR if a handler ran during the spin,
+// else ppoll with signals held until the kernel takes the mask
+// (SignalsHeldForSleep), so that a signal arriving now still ends it.
+int PpollAfterSpin(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
+                   const sigset_t* sigmask, const vsocket::SignalRestartWindow& signals) {
+  vsocket::SignalsHeldForSleep held(signals, sigmask);
+  if (held.delivered()) {
+    errno = EINTR;
+    return -1;
+  }
+  return real::ppoll(fds, nfds, timeout, held.sleep_mask());
+}
+
+// `after_spin`: the spin's deliveries (PpollAfterSpin), or nullptr.
+int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms,
+                 const vsocket::SignalRestartWindow* after_spin = nullptr);
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   int highest = vsocket::preload::HighestVirtualFd();
@@ -121,12 +136,21 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   user.PrepareSleep();
   int64_t left = NsLeft(timeout_ns, start);
   return PollInKernel(fds, nfds,
-                      left < 0 ? -1 : static_cast<int>((left + 999999) / 1000000));
+                      left < 0 ? -1 : static_cast<int>((left + 999999) / 1000000),
+                      &user.signals());
 }
 
-int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms,
+                 const vsocket::SignalRestartWindow* after_spin) {
   if (timeout_ms != 0) vsocket::BeforeKernelWait();
-  int ready = sys::poll(fds, nfds, timeout_ms);
+  int ready;
+  if (after_spin) {
+    struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+    ready = PpollAfterSpin(fds, nfds, timeout_ms < 0 ? nullptr : &ts, nullptr,
+                           *after_spin);
+  } else {
+    ready = sys::poll(fds, nfds, timeout_ms);
+  }
   int highest = vsocket::preload::HighestVirtualFd();
   if (ready <= 0 || highest < 0) return ready;
   int64_t deadline = timeout_ms < 0 ? -1 : NowNs() + int64_t{timeout_ms} * 1000000;
@@ -141,7 +165,8 @@ int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
 }
 
 int PpollInKernel(struct pollfd* fds, nfds_t nfds,
-                  const struct timespec* timeout, const sigset_t* sigmask);
+                  const struct timespec* timeout, const sigset_t* sigmask,
+                  const vsocket::SignalRestartWindow* after_spin = nullptr);
 
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
           const sigset_t* sigmask) {
@@ -165,14 +190,17 @@ int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
   int64_t left = NsLeft(timeout_ns, start);
   struct timespec rest = {static_cast<time_t>(left / 1000000000),
                           static_cast<long>(left % 1000000000)};
-  return PpollInKernel(fds, nfds, left < 0 ? nullptr : &rest, sigmask);
+  return PpollInKernel(fds, nfds, left < 0 ? nullptr : &rest, sigmask,
+                       &user.signals());
 }
 
 int PpollInKernel(struct pollfd* fds, nfds_t nfds,
-                  const struct timespec* timeout, const sigset_t* sigmask) {
+                  const struct timespec* timeout, const sigset_t* sigmask,
+                  const vsocket::SignalRestartWindow* after_spin) {
   if (!timeout || timeout->tv_sec != 0 || timeout->tv_nsec != 0)
     vsocket::BeforeKernelWait();
-  int ready = real::ppoll(fds, nfds, timeout, sigmask);
+  int ready = after_spin ? PpollAfterSpin(fds, nfds, timeout, sigmask, *after_spin)
+                         : real::ppoll(fds, nfds, timeout, sigmask);
   int highest = vsocket::preload::HighestVirtualFd();
   if (ready <= 0 || highest < 0) return ready;
   int64_t deadline =
@@ -206,14 +234,15 @@ int DropStaleBits(int nfds, fd_set* readfds, int ready, int highest) {
 // select() and pselect() over the user-space poll: 1 when it answered
 // (*result is select's), 0 when the kernel must (nothing watched, or the
 // budget was spent: then *left_ns is the time left and `sleep` counts the
-// sleep until it is destroyed).  When it looked, *left_ns is the time left
+// sleep until it is destroyed, and *spun is set: the sleep is then made as
+// PselectAfterSpin).  When it looked, *left_ns is the time left
 // of the timeout (all of it when the first look answered: no time passed
 // that select could report).
 int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
                       fd_set* exceptfds, int64_t timeout_ns,
                       const sigset_t* sigmask,
                       vsocket::PollUserSpace* sleep, int* result,
-                      int64_t* left_ns) {
+                      int64_t* left_ns, bool* spun) {
   int highest = vsocket::preload::HighestVirtualFd();
   if (highest < 0 || nfds <= 0 || nfds > FD_SETSIZE ||
       vsocket::GetConfig().spin_us == 0) {
@@ -238,6 +267,7 @@ int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
   }
   if (r == vsocket::PollUserSpace::kSleep) {
     sleep->PrepareSleep();
+    *spun = true;
     return 0;
   }
   if (r < 0) {
@@ -270,6 +300,37 @@ int SelectInUserSpace(int nfds, fd_set* readfds, fd_set* writefds,
   }
   *result = bits;
   return 1;
+}
+
+// select's and pselect's sleep after a spin (as PpollAfterSpin), for
+// `left_ns` (-1: forever).  `select_timeout`: select's, which Linux
+// updates to the time left; nullptr for pselect.
+int PselectAfterSpin(int nfds, fd_set* readfds, fd_set* writefds,
+                     fd_set* exceptfds, int64_t left_ns, const sigset_t* sigmask,
+                     const vsocket::SignalRestartWindow& signals,
+                     struct timeval* select_timeout) {
+  int64_t start = NowNs();
+  int ready;
+  {
+    vsocket::SignalsHeldForSleep held(signals, sigmask);
+    if (held.delivered()) {
+      errno = EINTR;
+      ready = -1;
+    } else {
+      struct timespec rest = {static_cast<time_t>(left_ns / 1000000000),
+                              static_cast<long>(left_ns % 1000000000)};
+      ready = real::pselect(nfds, readfds, writefds, exceptfds,
+                            left_ns < 0 ? nullptr : &rest, held.sleep_mask());
+    }
+  }
+  if (select_timeout && left_ns >= 0) {
+    int saved = errno;
+    int64_t still = NsLeft(left_ns, start);
+    select_timeout->tv_sec = still / 1000000000;
+    select_timeout->tv_usec = (still % 1000000000) / 1000;
+    errno = saved;
+  }
+  return ready;
 }
 
 // select() and pselect(): `wait(timeout)` runs the real call with the time
@@ -334,9 +395,10 @@ VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
   vsocket::PollUserSpace user(KernelLook);
   int result = 0;
   int64_t start_left = timeout_ns;
+  bool spun = false;
   if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_usec >= 0)) {
     if (SelectInUserSpace(nfds, readfds, writefds, exceptfds, timeout_ns,
-                          nullptr, &user, &result, &start_left)) {
+                          nullptr, &user, &result, &start_left, &spun)) {
       if (timeout && result >= 0) {
         // Linux reports the time left in *timeout.
         timeout->tv_sec = start_left / 1000000000;
@@ -353,6 +415,11 @@ VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
   }
   return SelectChecked(nfds, readfds, writefds, exceptfds, timeout_ns,
                        [&](int64_t left_ns) {
+                         if (spun) {
+                           return PselectAfterSpin(nfds, readfds, writefds,
+                                                   exceptfds, left_ns, nullptr,
+                                                   user.signals(), timeout);
+                         }
                          if (timeout && left_ns != timeout_ns) {
                            // Linux reports the time left in *timeout too.
                            timeout->tv_sec = left_ns / 1000000000;
@@ -371,10 +438,11 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
   vsocket::PollUserSpace user(KernelLook);
   int result = 0;
   int64_t start_left = timeout_ns;
+  bool spun = false;
   if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
                    timeout->tv_nsec < 1000000000)) {
     if (SelectInUserSpace(nfds, readfds, writefds, exceptfds, timeout_ns,
-                          sigmask, &user, &result, &start_left)) {
+                          sigmask, &user, &result, &start_left, &spun)) {
       return result;
     }
   }
@@ -387,6 +455,11 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
   }
   return SelectChecked(nfds, readfds, writefds, exceptfds, timeout_ns,
                        [&](int64_t left_ns) {
+                         if (spun) {
+                           return PselectAfterSpin(nfds, readfds, writefds,
+                                                   exceptfds, left_ns, sigmask,
+                                                   user.signals(), nullptr);
+                         }
                          struct timespec rest;
                          const struct timespec* restp = timeout;
                          if (timeout && left_ns != timeout_ns) {
@@ -432,9 +505,11 @@ int MsFromNs(int64_t ns) {
 }
 
 // Each applies the set's deferred MODs first (epoll_deferred_mod.h).
+// epoll_wait's sleep: with a mask only after a spin (SignalsHeldForSleep).
 int SleepEpollWait(int epfd, struct epoll_event* events, int maxevents,
-                   int64_t ns, const sigset_t*) {
+                   int64_t ns, const sigset_t* sigmask) {
   vsocket::preload::KernelEpollEntry kernel(epfd, ns != 0);
+  if (sigmask) return real::epoll_pwait(epfd, events, maxevents, MsFromNs(ns), sigmask);
   return real::epoll_wait(epfd, events, maxevents, MsFromNs(ns));
 }
 

@@ -100,7 +100,6 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t timeout_ns,
       NoteUserSpaceHold(w.socket, w.transport);
     }
   }
-  SignalRestartWindow signals;
   PollerPacer pace(start_ns, budget_ns);
   for (;;) {
     int64_t now = pace.now();
@@ -139,7 +138,7 @@ int PollUserSpace::Spin(struct pollfd* fds, nfds_t nfds, int64_t timeout_ns,
       for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = 0;
       return 0;
     }
-    if (signals.AnyDelivery()) {
+    if (signals_.AnyDelivery()) {
       errno = EINTR;
       return -1;
     }

@@ -32,6 +32,7 @@
 #include <memory_resource>
 #include <vector>
 
+#include "vsocket/signal_restart.h"
 #include "vsocket/user_space_holds.h"
 
 namespace vsocket {
@@ -95,6 +96,11 @@ class PollUserSpace {
   // the watched connections until destruction.
   void PrepareSleep();
 
+  // The deliveries seen since construction: the caller's sleep after
+  // Spin() is made under SignalsHeldForSleep(signals(), ...), so that a
+  // handler run during the spin (or just after it) is the call's EINTR.
+  const SignalRestartWindow& signals() const { return signals_; }
+
  private:
   struct Watched {
     nfds_t index;  // into the caller's fds
@@ -104,6 +110,7 @@ class PollUserSpace {
   };
 
   KernelLook look_;
+  SignalRestartWindow signals_;  // opened with the call
   // A call's lists live in the object (on the caller's stack) while they
   // fit, and spill to the heap past that: a busy loop's calls then make no
   // allocation.  Declared before the lists that use it.

@@ -1,5 +1,10 @@
 #include "vsocket/signal_restart.h"
 
+#include <errno.h>
+#include <pthread.h>
+
+#include <initializer_list>
+
 namespace vsocket {
 namespace {
 
@@ -33,6 +38,24 @@ bool SignalRestartWindow::ShouldRestart(bool has_timeout) {
   restarting_ = t_restarting_deliveries;
   interrupting_ = t_interrupting_deliveries;
   return !has_timeout && any_restarting && !any_interrupting;
+}
+
+SignalsHeldForSleep::SignalsHeldForSleep(const SignalRestartWindow& window,
+                                         const sigset_t* caller_mask)
+    : caller_mask_(caller_mask) {
+  sigset_t hold;
+  sigfillset(&hold);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&hold, sig);
+  held_ = pthread_sigmask(SIG_BLOCK, &hold, &saved_) == 0;
+  // Deliveries before the hold were counted; later ones wait for the sleep.
+  delivered_ = window.AnyDelivery();
+}
+
+SignalsHeldForSleep::~SignalsHeldForSleep() {
+  if (!held_) return;
+  int saved_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  errno = saved_errno;
 }
 
 }  // namespace vsocket

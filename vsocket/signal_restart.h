@@ -15,6 +15,8 @@
 #ifndef VSOCKET_VSOCKET_SIGNAL_RESTART_H_
 #define VSOCKET_VSOCKET_SIGNAL_RESTART_H_
 
+#include <signal.h>
+
 #include <cstdint>
 
 namespace vsocket {
@@ -46,6 +48,40 @@ class SignalRestartWindow {
   static uint64_t DeliveriesSeen();  // both counters of this thread, summed
   uint64_t restarting_ = 0;
   uint64_t interrupting_ = 0;
+};
+
+// Closes the window between a spin's last look at deliveries and the
+// kernel sleep that follows it.  A handler that runs there (nginx's SIGTERM
+// sets a flag and expects epoll_wait's EINTR) is otherwise followed by a
+// sleep that nothing ends.  Holds every asynchronous signal of the calling
+// thread from construction to destruction; the sleep takes sleep_mask()
+// atomically (epoll_pwait, ppoll, pselect), as pselect(2) exists to do, so
+// a signal pending by then ends it with EINTR.  SIGSEGV, SIGBUS, SIGFPE,
+// SIGILL, SIGTRAP and SIGSYS are never held: a fault while held would kill.
+// REQUIRES: on the thread of `window`; only the sleep runs while held.
+class SignalsHeldForSleep {
+ public:
+  // `caller_mask`: the mask the caller asked to sleep with (epoll_pwait,
+  // ppoll, pselect), nullptr for the thread's own.
+  SignalsHeldForSleep(const SignalRestartWindow& window, const sigset_t* caller_mask);
+  ~SignalsHeldForSleep();  // restores the thread's mask; keeps errno
+  SignalsHeldForSleep(const SignalsHeldForSleep&) = delete;
+  SignalsHeldForSleep& operator=(const SignalsHeldForSleep&) = delete;
+
+  // A handler ran since the window opened: the call fails with EINTR
+  // without sleeping.
+  bool delivered() const { return delivered_; }
+  // The mask to sleep with: the caller's, or the thread's before the hold
+  // (nullptr, the current one, if the hold failed).
+  const sigset_t* sleep_mask() const {
+    return caller_mask_ || !held_ ? caller_mask_ : &saved_;
+  }
+
+ private:
+  const sigset_t* caller_mask_;
+  sigset_t saved_;
+  bool held_ = false;
+  bool delivered_ = false;
 };
 
 }  // namespace vsocket

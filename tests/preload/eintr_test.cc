@@ -25,6 +25,16 @@ TEST_P(Eintr, WithSaRestartRestarts) {
   ExpectPath(GetParam(), r, 2);
 }
 
+// A signal at any moment of epoll_wait, poll or select (vsocket's spin, its
+// end, the kernel's sleep) ends the call with EINTR, 1000 times each.
+TEST_P(Eintr, ASignalAnywhereInAWaitEndsIt) {
+  Result r = RunProgram(GetParam(), "eintr", {"waits"});
+  EXPECT_PROGRAM_PASSED(r);
+  for (const char* wait : {"epoll_wait", "poll", "select"})
+    EXPECT_NE(r.out.find(std::string(wait) + "_rounds=1000"), std::string::npos) << r.out;
+  ExpectPath(GetParam(), r, 2);
+}
+
 VSP_ALL_MODES(Eintr);
 
 }  // namespace
