@@ -293,7 +293,14 @@ class ShmTransportProvider final : public TransportProvider {
     FallbackReason over_budget = FallbackReason::kNone;
     DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
     if (!descriptors) return {over_budget, true};
-    uint16_t port = EnsureLocalPort(fd, addr->sa_family);
+    // Sealed offers have no name in the directory.
+    PortNames names{[](uint16_t candidate, const void* context) {
+                      const auto* server = static_cast<const Endpoint*>(context);
+                      return ShmSegment::NameExists(ConnectionKey(*server, candidate));
+                    },
+                    &dst};
+    uint16_t port = EnsureLocalPort(fd, addr->sa_family,
+                                    sharing.enabled() ? nullptr : &names);
     if (port == 0) return {FallbackReason::kLocalPortsBusy, true};
     std::string key = ConnectionKey(dst, port);
     std::unique_ptr<ShmSegment> segment;

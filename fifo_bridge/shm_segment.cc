@@ -191,6 +191,10 @@ int ShmSegment::MapFile(int fd, uint64_t capacity, bool keep_fd,
   return 0;
 }
 
+bool ShmSegment::NameExists(const std::string& key) {
+  return ::access((Directory(::geteuid()) + "/" + key).c_str(), F_OK) == 0;
+}
+
 int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
                             std::unique_ptr<ShmSegment>* out) {
   if (!IsValidCapacity(capacity)) return -EINVAL;

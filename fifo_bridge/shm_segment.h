@@ -86,6 +86,10 @@ class ShmSegment {
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
+  // Whether an offer named `key` exists (in use or stale) for this user.
+  // One access() call.
+  static bool NameExists(const std::string& key);
+
   // Client: creates and maps a new offer named `key`.  Returns 0 or -errno
   // (-EADDRINUSE if a live process holds the name, -EPERM if the directory
   // is not private to this user).

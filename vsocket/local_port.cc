@@ -196,7 +196,7 @@ bool ParseReservedPorts(std::string_view text, std::vector<PortSpan>* spans) {
   return true;
 }
 
-uint16_t EnsureLocalPort(int fd, int family) {
+uint16_t EnsureLocalPort(int fd, int family, const PortNames* names) {
   uint16_t port = PortOf(fd);
   if (port != 0) return port;
   if (SetsReuse(fd)) {
@@ -207,6 +207,7 @@ uint16_t EnsureLocalPort(int fd, int family) {
   for (int i = 0; i < kRandomTries; ++i) {
     uint16_t candidate = RandomPortIn(ports.range, i < kBindHalfTries);
     if (ports.Reserved(candidate)) continue;
+    if (names && names->held(candidate, names->context)) continue;
     if (BindWildcard(fd, family, candidate) == 0) return candidate;
     // Taken (a socket or a TIME_WAIT on it, a listener): try another.
     // Anything else (the socket got bound meanwhile, EACCES) ends here.

@@ -20,15 +20,26 @@
 
 namespace vsocket {
 
+// A provider's names for a port: a port whose name is still held is not
+// picked.  The shared-memory offer named after a connection lives until
+// both ends closed, and the client's close resets TCP (no TIME_WAIT): its
+// port is free again while the server has not closed yet.
+struct PortNames {
+  // True while a name for `port` exists.  Called before the bind.
+  bool (*held)(uint16_t port, const void* context);
+  const void* context;
+};
+
 // REQUIRES: fd is an unconnected AF_INET/AF_INET6 stream socket of
 // `family`.  Binds an ephemeral port (wildcard address) if the application
 // did not bind one: a random free port of ip_local_port_range outside
-// ip_local_reserved_ports; or the kernel's choice when the application set
-// SO_REUSEADDR/SO_REUSEPORT (a direct bind could then share a port with a
-// connection to the same peer, and the connect would fail).  Returns the
-// local port, or 0 when none was free or the bind failed.
+// ip_local_reserved_ports whose `names` (if given) are not held; or the
+// kernel's choice when the application set SO_REUSEADDR/SO_REUSEPORT (a
+// direct bind could then share a port with a connection to the same peer,
+// and the connect would fail).  Returns the local port, or 0 when none was
+// free or the bind failed.
 // Thread-safe.
-uint16_t EnsureLocalPort(int fd, int family);
+uint16_t EnsureLocalPort(int fd, int family, const PortNames* names = nullptr);
 
 // ---- Parsing, exposed for tests ----
 using PortSpan = std::pair<uint16_t, uint16_t>;  // inclusive

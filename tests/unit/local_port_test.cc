@@ -72,6 +72,31 @@ TEST(LocalPort, BindsDistinctPortsOfTheRange) {
   for (int fd : fds) close(fd);
 }
 
+// A port whose provider name is still held is skipped (the shared-memory
+// name of a reset connection whose server has not closed yet).
+TEST(LocalPort, SkipsPortsWhoseNamesAreHeld) {
+  struct Asked {
+    int calls = 0;
+  } asked;
+  PortNames names{[](uint16_t port, const void* context) {
+                    ++const_cast<Asked*>(static_cast<const Asked*>(context))->calls;
+                    return port % 3 == 0;
+                  },
+                  &asked};
+  std::vector<int> fds;
+  for (int i = 0; i < 50; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    uint16_t port = EnsureLocalPort(fd, AF_INET, &names);
+    ASSERT_NE(port, 0);
+    EXPECT_NE(port % 3, 0) << port;
+    EXPECT_EQ(BoundPort(fd), port);
+    fds.push_back(fd);
+  }
+  EXPECT_GE(asked.calls, 50);
+  for (int fd : fds) close(fd);
+}
+
 // A socket the application marked SO_REUSEADDR gets the kernel's choice,
 // which never shares a port another socket uses.
 TEST(LocalPort, ReuseAddressSocketsGetTheKernelsChoice) {
