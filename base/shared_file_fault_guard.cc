@@ -11,6 +11,8 @@
 #include <mutex>
 
 #include "base/real_libc.h"
+#include "base/signal_chain.h"
+#include "base/user_copy_guard.h"
 
 namespace vsocket {
 namespace {
@@ -20,19 +22,7 @@ constexpr int kMaxRecoverers = 4;
 
 std::atomic<SharedFileRecoverer> g_recoverers[kMaxRecoverers];
 
-using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
-
-int LibcSigaction(int sig, const struct sigaction* act, struct sigaction* old) {
-  static std::atomic<SigactionFn> cache{nullptr};
-  SigactionFn fn = sys::NextSymbol(&cache, "sigaction");
-  if (!fn) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return fn(sig, act, old);
-}
-
-struct sigaction g_previous;  // written once, before the guard is installed
+PreviousSignalHandler g_previous;
 
 // Hex number at *p; advances *p past it.
 uintptr_t ParseHex(const char** p) {
@@ -100,32 +90,14 @@ bool OfferMapping(uintptr_t addr) {
   return recovered;
 }
 
-void Chain(int sig, siginfo_t* info, void* context) {
-  // sa_handler and sa_sigaction share storage: SIG_DFL/SIG_IGN whatever
-  // the flags say.
-  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
-    if (g_previous.sa_flags & SA_SIGINFO) {
-      g_previous.sa_sigaction(sig, info, context);
-    } else {
-      g_previous.sa_handler(sig);
-    }
-    return;
-  }
-  bool sent = info->si_code <= 0;  // kill(), sigqueue(): not a fault
-  if (sent && g_previous.sa_handler == SIG_IGN) return;
-  // The default action: for a fault, the retried access faults again; a
-  // sent signal is raised again (blocked until this handler returns).
-  struct sigaction dfl = {};
-  dfl.sa_handler = SIG_DFL;
-  LibcSigaction(sig, &dfl, nullptr);
-  if (sent) ::syscall(SYS_tgkill, ::getpid(), ::gettid(), sig);
-}
-
 void Handler(int sig, siginfo_t* info, void* context) {
   int saved = errno;
   bool recovered = RecoverSharedFileFault(info);
   errno = saved;
-  if (!recovered) Chain(sig, info, context);
+  if (recovered) return;
+  // Not a page of ours: a copy from a caller's file mapping that shrank?
+  RecoverUserCopyFault(sig, info);
+  g_previous.Forward(sig, info, context);
 }
 
 }  // namespace
@@ -161,13 +133,7 @@ void GuardSharedFiles(SharedFileRecoverer recoverer) {
   }
   static std::once_flag once;
   std::call_once(once, [] {
-    struct sigaction guard = {};
-    guard.sa_sigaction = Handler;
-    guard.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&guard.sa_mask);
-    // g_previous is complete before the guard can run: query, then install.
-    if (LibcSigaction(SIGBUS, nullptr, &g_previous) != 0) return;
-    LibcSigaction(SIGBUS, &guard, nullptr);
+    InstallInFront(SIGBUS, Handler, &g_previous);
   });
 }
 

@@ -120,6 +120,7 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
     ResetConnection("peer published an impossible consumer index");
     return ResetOutcome(/*sending=*/true);
   }
+  if (n == kUserFault) return -EFAULT;  // a bad pointer: nothing published
   if (n > 0) {
     NotifyReader();
     StatsBytesSentSerialised(live_slot(), kShmKind, static_cast<uint64_t>(n));
@@ -166,12 +167,12 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
   for (int attempt = 0; attempt < 2; ++attempt) {
     uint32_t local = side_->local_flags.load(std::memory_order_acquire);
     if (local & kLocalReset) return ResetOutcome(/*sending=*/false);
-    if (local & kLocalShutRead) return 0;
     int64_t n = consumer_->Read(iov, iovcnt, skip, peek);
     if (n == kCorrupt) {
       ResetConnection("peer published an impossible producer index");
       return ResetOutcome(/*sending=*/false);
     }
+    if (n == kUserFault) return -EFAULT;  // a bad pointer: nothing consumed
     // Pages lost during the copy (segment_fault_guard.h) read as zeros and
     // leave RESET behind: those zeros are not data.
     if (n > 0 && (rx_->flags.load(std::memory_order_acquire) & kReset)) {
@@ -190,6 +191,9 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
     uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
     uint32_t our_flags = tx_->flags.load(std::memory_order_acquire);
     if ((peer_flags | our_flags) & kReset) return ResetOutcome(/*sending=*/false);
+    // After shutdown(SHUT_RD), as Linux TCP: queued bytes (also those
+    // that arrive later) are still read; only an empty ring reads as 0.
+    if (local & kLocalShutRead) return 0;
     bool finished = (peer_flags & kProducerClosed) || (local & kLocalPeerGone);
     if (!finished) break;
     if (consumer_->Available() != 0) continue;

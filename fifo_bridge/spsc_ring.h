@@ -19,11 +19,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/user_copy_guard.h"
 #include "fifo_bridge/ring_layout.h"
 
 namespace vsocket::fifo {
 
 inline constexpr int64_t kCorrupt = -1;
+// Write/Read: a caller's iovec pointed at memory the process may not
+// access (base/user_copy_guard.h).  Nothing was published: the call is
+// EFAULT to the caller, and the connection is fine.
+inline constexpr int64_t kUserFault = -2;
 // An index cache that holds nothing yet.
 inline constexpr uint64_t kNotRead = ~uint64_t{0};
 
@@ -34,7 +39,9 @@ class RingProducer {
   RingProducer(RingControl* control, uint8_t* data, uint64_t capacity,
                uint64_t* own_head)
       : control_(control), data_(data), capacity_(capacity),
-        limit_(capacity), own_head_(own_head) {}
+        limit_(capacity), own_head_(own_head) {
+    InstallUserCopyGuard();  // Write copies from the caller's iovecs
+  }
 
   // Free bytes, or kCorrupt if the peer's tail is impossible.  At most the
   // window's worth of bytes is ever unconsumed.  Counted from the tail last
@@ -56,7 +63,7 @@ class RingProducer {
 
   // Copies as many bytes as fit from the iovec array, starting `skip` bytes
   // into it, then publishes the new head (release).  Returns the number of
-  // bytes copied (0 when full) or kCorrupt.
+  // bytes copied (0 when full), kCorrupt or kUserFault.
   int64_t Write(const struct iovec* iov, int iovcnt, size_t skip);
 
   uint64_t capacity() const { return capacity_; }
@@ -88,7 +95,9 @@ class RingConsumer {
   RingConsumer(RingControl* control, uint8_t* data, uint64_t capacity,
                uint64_t* own_tail)
       : control_(control), data_(data), capacity_(capacity),
-        own_tail_(own_tail) {}
+        own_tail_(own_tail) {
+    InstallUserCopyGuard();  // Read copies into the caller's iovecs
+  }
 
   // Readable bytes, or kCorrupt if the peer's head is impossible.  Counted
   // from the head last read while that still shows unread bytes (a lower
@@ -101,7 +110,7 @@ class RingConsumer {
 
   // Copies up to the iovec capacity (starting `skip` bytes into it) out of the
   // ring.  Unless `peek`, advances and publishes the tail (release).
-  // Returns bytes copied (0 when empty) or kCorrupt.
+  // Returns bytes copied (0 when empty), kCorrupt or kUserFault.
   int64_t Read(const struct iovec* iov, int iovcnt, size_t skip, bool peek);
 
   // Drops up to `len` readable bytes without copying them.

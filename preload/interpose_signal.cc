@@ -25,6 +25,8 @@
 #include "preload/preload_internal.h"
 #include "base/real_libc.h"
 #include "base/shared_file_fault_guard.h"
+#include "base/signal_chain.h"
+#include "base/user_copy_guard.h"
 #include "vsocket/signal_restart.h"
 
 namespace {
@@ -63,6 +65,9 @@ void Trampoline(int sig, siginfo_t* info, void* context) {
     errno = saved;
     return;
   }
+  // A bad pointer given to a send or receive on a connection in user space
+  // gets EFAULT, as from the kernel (base/user_copy_guard.h): no return.
+  vsocket::RecoverUserCopyFault(sig, info);
   int flags = g_handlers[sig].flags.load(std::memory_order_acquire);
   void* function = g_handlers[sig].function.load(std::memory_order_acquire);
   vsocket::NoteSignalDelivery((flags & SA_RESTART) != 0);
@@ -89,6 +94,8 @@ bool IsFunction(const struct sigaction& sa) {
 // Rewrites a kernel-side action that is the trampoline into the
 // application's view of it.
 void ToApplicationView(int sig, const AppHandler& saved, struct sigaction* sa) {
+  // vsocket's own fault guards are not the program's handlers either.
+  vsocket::ShowActionBeforeGuards(sig, sa);
   if (!IsTrampoline(*sa)) return;
   int flags = saved.flags.load(std::memory_order_acquire);
   void* function = saved.function.load(std::memory_order_acquire);

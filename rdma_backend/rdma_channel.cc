@@ -397,6 +397,11 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
       SetReset(ECONNRESET);
       break;
     }
+    if (n == fifo::kUserFault) {  // a bad pointer: what came before is sent
+      if (done > 0) break;
+      errno = EFAULT;
+      return -1;
+    }
     if (n > 0) {
       // The bytes are in the mirror: accepted.  From here they are either
       // corked (a completion in flight will post them) or posted now.
@@ -620,6 +625,10 @@ ssize_t RdmaChannel::Recv(const struct iovec* iov, int iovcnt,
       SetReset(ECONNRESET);
       return FailCall();
     }
+    if (n == fifo::kUserFault) {  // a bad pointer: nothing was consumed
+      errno = EFAULT;
+      return -1;
+    }
     if (n > 0) {
       MaybeSendCredit(false);
       return static_cast<ssize_t>(n);
@@ -642,6 +651,10 @@ ssize_t RdmaChannel::TryRecv(const struct iovec* iov, int iovcnt, bool peek) {
   if (n == fifo::kCorrupt) {
     SetReset(ECONNRESET);
     return FailCall();
+  }
+  if (n == fifo::kUserFault) {  // a bad pointer: nothing was consumed
+    errno = EFAULT;
+    return -1;
   }
   if (n > 0) {
     if (!peek) MaybeSendCredit(false);

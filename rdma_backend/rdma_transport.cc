@@ -380,18 +380,17 @@ ssize_t RdmaTransport::TryRecv(StreamCall& call, const struct iovec* iov,
   int err = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.shut_rd) {
-      n = 0;
-    } else {
-      std::vector<struct iovec> rest;
-      if (skip > 0) {  // MSG_WAITALL's later passes only
-        rest = IovSuffix(iov, static_cast<size_t>(iovcnt), skip);
-        iov = rest.data();
-        iovcnt = static_cast<int>(rest.size());
-      }
-      n = c.channel->TryRecv(iov, iovcnt, peek);
-      if (n < 0) err = errno;
+    std::vector<struct iovec> rest;
+    if (skip > 0) {  // MSG_WAITALL's later passes only
+      rest = IovSuffix(iov, static_cast<size_t>(iovcnt), skip);
+      iov = rest.data();
+      iovcnt = static_cast<int>(rest.size());
     }
+    n = c.channel->TryRecv(iov, iovcnt, peek);
+    if (n < 0) err = errno;
+    // After shutdown(SHUT_RD), as Linux TCP: bytes that arrived (before or
+    // after it) are still read; only nothing to read reads as 0.
+    if (n < 0 && err == EAGAIN && c.shut_rd) n = err = 0;
     c.AfterAttempt(n, err, call.nonblocking);
   }
   if (n > 0 && !peek) StatsBytesReceived(live_slot(), kRdmaKind, static_cast<uint64_t>(n));
@@ -470,8 +469,7 @@ int RdmaTransport::ReadableBytes() {
     return -1;
   }
   std::lock_guard<std::mutex> lock(core_->mu);
-  if (core_->shut_rd) return 0;
-  int64_t n = core_->channel->ReadableBytes();
+  int64_t n = core_->channel->ReadableBytes();  // SHUT_RD or not, as TCP
   core_->UpdateReadiness();
   if (n < 0) return -1;
   return n > INT32_MAX ? INT32_MAX : static_cast<int>(n);

@@ -187,12 +187,9 @@ ssize_t RdmaTransport::RecvInPlace(const void** data, size_t max, int flags,
       ssize_t n;
       int err = 0;
       const uint8_t* view = nullptr;
-      if (c.shut_rd) {
-        n = 0;
-      } else {
-        n = c.channel->TryPeekContiguous(&view);
-        if (n < 0) err = errno;
-      }
+      n = c.channel->TryPeekContiguous(&view);
+      if (n < 0) err = errno;
+      if (n < 0 && err == EAGAIN && c.shut_rd) n = err = 0;  // as TryRecv
       c.AfterAttempt(n, err, nonblocking);
       if (n > 0) {
         c.inplace.Show(std::min<size_t>(static_cast<size_t>(n), max));

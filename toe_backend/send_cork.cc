@@ -14,6 +14,7 @@
 
 #include "base/private_fd.h"
 #include "base/real_libc.h"
+#include "base/user_copy_guard.h"
 #include "toe_backend/cork_list.h"
 #include "vsocket/kernel_wait.h"
 #include "vsocket/log.h"
@@ -31,7 +32,9 @@ uint64_t InodeOf(int fd) {
 
 SendCork::SendCork(ToeEngine* engine, ToeHandle handle, int fd, uint32_t cork_max)
     : engine_(engine), handle_(handle), max_(cork_max),
-      small_max_(std::max<uint32_t>(cork_max / 4, 1)), fd_(fd) {}
+      small_max_(std::max<uint32_t>(cork_max / 4, 1)), fd_(fd) {
+  InstallUserCopyGuard();  // Append copies the caller's bytes
+}
 
 SendCork::~SendCork() { std::free(buf_); }
 
@@ -54,7 +57,11 @@ SendCork::Outcome SendCork::Send(const struct msghdr* msg, size_t total, int fla
     if (!buf_) buf_ = static_cast<char*>(std::malloc(max_));
     if (buf_) {
       const bool was_empty = len_ == 0;
-      Append(msg, total);
+      if (!Append(msg, total)) {
+        errno = EFAULT;  // a buffer the process cannot read: nothing held
+        *n = -1;
+        return Outcome::kDone;
+      }
       GetCorkCounters().corked_sends.fetch_add(1, std::memory_order_relaxed);
       if (was_empty) {
         held_since_tick_ = CurrentTick();
@@ -227,17 +234,24 @@ bool SendCork::HandOffLocked() {
   return true;
 }
 
-void SendCork::Append(const struct msghdr* msg, size_t total) {
+bool SendCork::Append(const struct msghdr* msg, size_t total) {
   if (off_ > 0 && off_ + len_ + total > max_) {
     std::memmove(buf_, buf_ + off_, len_);
     off_ = 0;
   }
-  char* at = buf_ + off_ + len_;
-  for (size_t i = 0; i < msg->msg_iovlen; ++i) {
-    std::memcpy(at, msg->msg_iov[i].iov_base, msg->msg_iov[i].iov_len);
-    at += msg->msg_iov[i].iov_len;
-  }
+  char* const at = buf_ + off_ + len_;
+  // The caller's bytes are read under the fault guard; held bytes are
+  // counted only once all of them arrived.
+  bool copied = GuardedUserCopy([&] {
+    char* to = at;
+    for (size_t i = 0; i < msg->msg_iovlen; ++i) {
+      std::memcpy(to, msg->msg_iov[i].iov_base, msg->msg_iov[i].iov_len);
+      to += msg->msg_iov[i].iov_len;
+    }
+  });
+  if (!copied) return false;
   len_ += total;
+  return true;
 }
 
 void SendCork::Consume(size_t n) {

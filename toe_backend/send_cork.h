@@ -117,7 +117,9 @@ class SendCork : public std::enable_shared_from_this<SendCork> {
   bool HandOffLocked();
   // One non-blocking sendmsg of what is held (PrepareFlush, FinishFlush).
   void FlushOnceLocked();
-  void Append(const struct msghdr* msg, size_t total);
+  // REQUIRES: mu_ held, room for `total`.  False (nothing held) when the
+  // caller's buffers fault (base/user_copy_guard.h).
+  bool Append(const struct msghdr* msg, size_t total);
   void Consume(size_t n);
   void DropHeld();
   // A failed flush: the error the next call reports.

@@ -43,7 +43,14 @@ ssize_t ToeTransport::SendMsg(const struct msghdr* msg, int flags,
                               const IoOptions& io) {
   ssize_t n;
   if (cork_) {
-    const size_t total = IovTotal(msg->msg_iov, msg->msg_iovlen);
+    // The cork reads the array in user space: checked first as the
+    // kernel's import_iovec would (a bad one is an errno, not a SIGSEGV).
+    uint64_t checked_total = 0;
+    if (int err = stream_io_internal::CheckIovArray(msg, &checked_total)) {
+      errno = err;
+      return -1;
+    }
+    const size_t total = static_cast<size_t>(checked_total);
     const bool nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
     const int64_t deadline = DeadlineAfter(io.timeout_ns);
     for (;;) {
@@ -84,6 +91,13 @@ ssize_t ToeTransport::SendMsg(const struct msghdr* msg, int flags,
 }
 
 ssize_t ToeTransport::RecvMsg(struct msghdr* msg, int flags, const IoOptions& io) {
+  // The engine's read-ahead copies in user space: the array is checked
+  // first, as the kernel's import_iovec would.
+  uint64_t total = 0;
+  if (int err = stream_io_internal::CheckIovArray(msg, &total)) {
+    errno = err;
+    return -1;
+  }
   if (AfterOtherCall() != 0) return -1;
   // A receive may sleep in the kernel: what other connections hold goes
   // out first (a proxy that writes one and reads another).

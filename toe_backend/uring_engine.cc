@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/real_libc.h"
+#include "base/user_copy_guard.h"
 #include "toe_backend/uring_ring.h"
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
@@ -77,7 +78,9 @@ void SetStreamOutputFields(struct msghdr* msg) {
 UringEngine::UringEngine(uint32_t readahead_bytes, uint64_t send_zc_min,
                          bool inheritable)
     : window_bytes_(readahead_bytes), send_zc_min_(send_zc_min),
-      inheritable_(inheritable) {}
+      inheritable_(inheritable) {
+  InstallUserCopyGuard();  // CopyFromWindow writes the caller's buffers
+}
 
 uint32_t UringEngine::capabilities() const {
   uint32_t caps = kToeKernelSocket;
@@ -208,23 +211,34 @@ bool UringEngine::MayReadAhead(Socket& s) {
 }
 
 size_t UringEngine::CopyFromWindow(Socket& s, struct msghdr* msg, size_t skip,
-                                   bool peek) {
-  size_t avail = s.window_len - s.delivered;
-  const char* from = s.window + s.delivered;
-  size_t copied = 0;
-  size_t offset = 0;  // position in the caller's iovecs
-  for (size_t i = 0; i < msg->msg_iovlen && copied < avail; ++i) {
-    const struct iovec& v = msg->msg_iov[i];
-    if (offset + v.iov_len <= skip) {
+                                   bool peek, bool* faulted) {
+  const size_t avail = s.window_len - s.delivered;
+  const char* const from = s.window + s.delivered;
+  size_t counted = 0;
+  // Into the caller's buffers under the fault guard: a bad one delivers
+  // nothing of this call (the window keeps the bytes).
+  bool whole = GuardedUserCopy([&] {
+    size_t copied = 0;
+    size_t offset = 0;  // position in the caller's iovecs
+    for (size_t i = 0; i < msg->msg_iovlen && copied < avail; ++i) {
+      const struct iovec& v = msg->msg_iov[i];
+      if (offset + v.iov_len <= skip) {
+        offset += v.iov_len;
+        continue;
+      }
+      size_t start = skip > offset ? skip - offset : 0;
+      size_t n = std::min(v.iov_len - start, avail - copied);
+      std::memcpy(static_cast<char*>(v.iov_base) + start, from + copied, n);
+      copied += n;
       offset += v.iov_len;
-      continue;
     }
-    size_t start = skip > offset ? skip - offset : 0;
-    size_t n = std::min(v.iov_len - start, avail - copied);
-    std::memcpy(static_cast<char*>(v.iov_base) + start, from + copied, n);
-    copied += n;
-    offset += v.iov_len;
+    counted = copied;
+  });
+  if (!whole) {
+    *faulted = true;
+    return 0;
   }
+  const size_t copied = counted;
   if (!peek) {
     counters_.window_bytes.fetch_add(copied, std::memory_order_relaxed);
     s.delivered += copied;
@@ -317,13 +331,15 @@ ssize_t UringEngine::Recv(ToeHandle h, struct msghdr* msg, int flags) {
   std::unique_lock<std::mutex> lock(s.mu);
   if (int e = s.pending_error.exchange(0, std::memory_order_relaxed)) return -e;
   size_t got = 0;
+  bool faulted = false;
   if (!plain) {
     DropWindow(s);  // the kernel answers these itself
   } else if (s.window_len > s.delivered) {
-    got = CopyFromWindow(s, msg, 0, peek);
-    while (wait_all && got < total && s.window_len > s.delivered)
-      got += CopyFromWindow(s, msg, got, false);
-    if (got == total || !wait_all) {
+    got = CopyFromWindow(s, msg, 0, peek, &faulted);
+    while (!faulted && wait_all && got < total && s.window_len > s.delivered)
+      got += CopyFromWindow(s, msg, got, false, &faulted);
+    if (faulted && got == 0) return -EFAULT;
+    if (faulted || got == total || !wait_all) {
       SetStreamOutputFields(msg);
       return static_cast<ssize_t>(got);
     }
@@ -333,9 +349,9 @@ ssize_t UringEngine::Recv(ToeHandle h, struct msghdr* msg, int flags) {
     if (r == 0 || (r < 0 && r != -EAGAIN)) return r;
     if (r > 0) {
       got = static_cast<size_t>(r);
-      while (wait_all && got < total && s.window_len > s.delivered)
-        got += CopyFromWindow(s, msg, got, false);
-      if (got == total || !wait_all) return static_cast<ssize_t>(got);
+      while (!faulted && wait_all && got < total && s.window_len > s.delivered)
+        got += CopyFromWindow(s, msg, got, false, &faulted);
+      if (faulted || got == total || !wait_all) return static_cast<ssize_t>(got);
     } else if (flags & MSG_DONTWAIT) {
       return -EAGAIN;
     }

@@ -106,7 +106,10 @@ class UringEngine final : public ToeEngine {
   ToeHandle Make(int fd, bool owned);
 
   // All REQUIRE s.mu held.
-  size_t CopyFromWindow(Socket& s, struct msghdr* msg, size_t skip, bool peek);
+  // *faulted is set (and 0 returned, nothing delivered) when the caller's
+  // buffers fault.
+  size_t CopyFromWindow(Socket& s, struct msghdr* msg, size_t skip, bool peek,
+                        bool* faulted);
   void RefillWindow(Socket& s);
   ssize_t ReceiveAndPeek(Socket& s, struct msghdr* msg);
   void DropWindow(Socket& s);

@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <climits>
@@ -384,6 +385,10 @@ ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::readv(fd, iov, iovcnt);
+  if (iovcnt < 0 || iovcnt > UIO_MAXIOV) {  // as the kernel's import_iovec
+    errno = EINVAL;
+    return -1;
+  }
   struct msghdr msg = {};
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
@@ -394,6 +399,10 @@ ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::writev(fd, iov, iovcnt);
+  if (iovcnt < 0 || iovcnt > UIO_MAXIOV) {  // as the kernel's import_iovec
+    errno = EINVAL;
+    return -1;
+  }
   struct msghdr msg = {};
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);

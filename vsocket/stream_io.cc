@@ -1,10 +1,15 @@
 #include "vsocket/stream_io.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <limits>
+#include <memory>
 #include <vector>
 
+#include "base/user_copy_guard.h"
 #include "vsocket/iovec_util.h"
 
 namespace vsocket::stream_io_internal {
@@ -12,6 +17,63 @@ namespace vsocket::stream_io_internal {
 ssize_t Fail(int err) {
   errno = err;
   return -1;
+}
+
+int CheckIovArray(const struct msghdr* msg, uint64_t* total) {
+  // As the kernel's copy_msghdr_from_user and import_iovec, reading the
+  // caller's msghdr and array under the fault guard: a bad pointer is
+  // EFAULT, not SIGSEGV.
+  int err = 0;
+  bool readable = GuardedUserCopy([&] {
+    const size_t n = msg->msg_iovlen;
+    const struct iovec* iov = msg->msg_iov;
+    if (n > UIO_MAXIOV) {
+      err = EMSGSIZE;
+      return;
+    }
+    if (n > 0 && iov == nullptr) {
+      err = EFAULT;
+      return;
+    }
+    constexpr uint64_t kMax = std::numeric_limits<ssize_t>::max();
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t len = iov[i].iov_len;
+      if (len > kMax || sum + len > kMax) {
+        err = EINVAL;
+        return;
+      }
+      sum += len;
+    }
+    *total = sum;
+  });
+  return readable ? err : EFAULT;
+}
+
+ssize_t RecvIntoScratch(ssize_t (*recv)(void* steps, struct msghdr* msg,
+                                        int flags, const IoOptions& io),
+                        void* steps, struct msghdr* msg, uint64_t total,
+                        int flags, const IoOptions& io) {
+  const size_t size = static_cast<size_t>(std::min(total, kMaxTruncScratch));
+  std::unique_ptr<char[]> scratch(new (std::nothrow) char[size]);
+  if (!scratch) return Fail(ENOMEM);
+  const bool wait_all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+  uint64_t got = 0;
+  ssize_t r;
+  do {
+    struct iovec iov = {scratch.get(),
+                        static_cast<size_t>(std::min<uint64_t>(size, total - got))};
+    struct msghdr part = {};
+    part.msg_iov = &iov;
+    part.msg_iovlen = 1;
+    r = recv(steps, &part, flags, io);
+    if (r > 0) got += static_cast<uint64_t>(r);
+  } while (wait_all && r > 0 && got < total);
+  if (got == 0 && r < 0) return -1;  // errno is the receive's
+  if (msg->msg_name) msg->msg_namelen = 0;
+  msg->msg_controllen = 0;
+  msg->msg_flags = 0;
+  return static_cast<ssize_t>(got);
 }
 
 ssize_t FinishSend(StreamSteps& steps, ssize_t r, size_t sent,

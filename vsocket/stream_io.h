@@ -123,6 +123,23 @@ class StreamSteps {
 namespace stream_io_internal {
 // -1 with errno = err.
 ssize_t Fail(int err);
+// The kernel's checks of a msghdr's scatter/gather array, in its order,
+// before anything is moved: more than UIO_MAXIOV entries: EMSGSIZE; a null
+// array with entries: EFAULT; an entry (or the sum) over SSIZE_MAX: EINVAL.
+// 0 when the array may be used, else the errno.  `*total` = its length.
+int CheckIovArray(const struct msghdr* msg, uint64_t* total);
+// recvmsg with MSG_TRUNC and `total` > 0 bytes asked for: kernel TCP
+// discards up to `total` bytes without writing the caller's buffers (which
+// may be null); with MSG_PEEK it reports how many are queued, up to
+// `total`.  `recv(steps, ...)` (the receive without MSG_TRUNC) runs into a
+// scratch buffer of at most kMaxTruncScratch bytes, repeated for
+// MSG_WAITALL: a peek counts at most that many.  On success `msg`'s output
+// fields are set as a receive sets them.
+inline constexpr uint64_t kMaxTruncScratch = uint64_t{1} << 20;
+ssize_t RecvIntoScratch(ssize_t (*recv)(void* steps, struct msghdr* msg,
+                                        int flags, const IoOptions& io),
+                        void* steps, struct msghdr* msg, uint64_t total,
+                        int flags, const IoOptions& io);
 // The end of a send: `r` as SendLoop returned it (bytes, -errno, or
 // kStreamMoved after `sent` bytes, when the rest goes to steps.MovedTo()).
 ssize_t FinishSend(StreamSteps& steps, ssize_t r, size_t sent,
@@ -136,7 +153,8 @@ ssize_t FinishRecvElsewhere(StreamSteps& steps, ssize_t r, struct msghdr* msg,
 // sendmsg(2) over `steps`: returns the bytes sent, or -1 with errno.  A
 // blocking call returns only once every byte was taken, or with a short
 // count when a timeout, signal or error cut it short after some bytes.
-// MSG_OOB: -1 with EOPNOTSUPP (urgent data cannot be carried).  EPIPE
+// MSG_OOB: -1 with EOPNOTSUPP (urgent data cannot be carried).  Both
+// calls first check the iovec array as the kernel does (CheckIovArray).  EPIPE
 // raises SIGPIPE unless MSG_NOSIGNAL.  msg_name is ignored, as TCP does.
 // `Steps` is the transport's own (final) class, so that the steps are
 // called directly, without an indirect call each on the hot path; any
@@ -150,8 +168,10 @@ ssize_t StreamSendMsg(Steps& steps, const struct msghdr* msg, int flags,
 // data, end of stream or an error, consuming nothing; EAGAIN when
 // non-blocking; 0 at the receive timeout).  Honours MSG_PEEK,
 // MSG_WAITALL (short only at end of stream, or on an error, timeout or
-// signal after some data), MSG_DONTWAIT.  MSG_OOB: -1 with EINVAL (no
-// urgent data is ever pending).  On success, as kernel TCP: msg_flags and
+// signal after some data), MSG_DONTWAIT, MSG_TRUNC (the bytes are
+// discarded, or with MSG_PEEK counted, and the buffers never written).
+// MSG_OOB: -1 with EINVAL (no urgent data is ever pending); MSG_ERRQUEUE:
+// -1 with EAGAIN (the error queue is always empty).  On success, as kernel TCP: msg_flags and
 // msg_controllen become 0, and msg_namelen 0 when msg_name is set; on
 // failure the msghdr is left alone.
 template <typename Steps>
@@ -169,9 +189,11 @@ ssize_t StreamSendMsg(Steps& concrete, const struct msghdr* msg, int flags,
   // bytes as ordinary data would change the stream a peer without
   // SO_OOBINLINE reads.  Refuse, as for sockets without urgent data.
   if (flags & MSG_OOB) return stream_io_internal::Fail(EOPNOTSUPP);
+  uint64_t total;
+  if (int err = stream_io_internal::CheckIovArray(msg, &total)) [[unlikely]]
+    return stream_io_internal::Fail(err);
   const struct iovec* iov = msg->msg_iov;
   int iovcnt = static_cast<int>(msg->msg_iovlen);
-  uint64_t total = IovTotal(iov, msg->msg_iovlen);
   StreamCall call;
   call.sending = true;
   call.nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
@@ -217,12 +239,25 @@ ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
                       const IoOptions& io) {
   static_assert(std::is_base_of_v<StreamSteps, Steps>);
   StreamSteps& steps = concrete;  // devirtualised when Steps is final
+  uint64_t total;
+  if (int err = stream_io_internal::CheckIovArray(msg, &total)) [[unlikely]]
+    return stream_io_internal::Fail(err);
+  // Kernel TCP looks at the error queue first: nothing is ever queued
+  // there (no zero-copy completions, no timestamps), so EAGAIN, blocking
+  // or not, and the stream is not touched.
+  if (flags & MSG_ERRQUEUE) [[unlikely]] return stream_io_internal::Fail(EAGAIN);
   // Kernel TCP: EINVAL when no urgent byte is pending, which is always
   // (we never send one), and even for a zero-length buffer.
   if (flags & MSG_OOB) return stream_io_internal::Fail(EINVAL);
+  if ((flags & MSG_TRUNC) && total > 0) [[unlikely]] {
+    return stream_io_internal::RecvIntoScratch(
+        [](void* s, struct msghdr* m, int f, const IoOptions& o) {
+          return StreamRecvMsg(*static_cast<Steps*>(s), m, f, o);
+        },
+        &concrete, msg, total, flags & ~MSG_TRUNC, io);
+  }
   const struct iovec* iov = msg->msg_iov;
   int iovcnt = static_cast<int>(msg->msg_iovlen);
-  uint64_t total = IovTotal(iov, msg->msg_iovlen);
   bool peek = (flags & MSG_PEEK) != 0;
   // As kernel TCP, a zero-length receive consumes nothing but waits as a
   // receive does (until data, end of stream or an error): a one-byte peek.

@@ -21,11 +21,14 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -518,6 +521,30 @@ TEST_P(Conformance, ShutdownRdMakesRecvReturnZero) {
       });
 }
 
+// Linux TCP after shutdown(SHUT_RD): an empty socket reads 0 at once, but
+// bytes that arrive later are queued and read as usual.
+TEST_P(Conformance, ShutdownRdStillReadsLaterData) {
+  Run(
+      [](End& e) {
+        CHECK(e.api.shutdown(e.fd, SHUT_RD) == 0, "shutdown");
+        char buf[16];
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), MSG_DONTWAIT), 0);
+        e.ctl.Send(1);  // client: send "late"
+        e.ctl.Recv();
+        int64_t t0 = NowMs();
+        while (Readable(e) < 4 && NowMs() - t0 < 5000) usleep(1000);
+        CHECK(Readable(e) == 4, "FIONREAD %d after SHUT_RD", Readable(e));
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), 0), 4);
+        CHECK(!memcmp(buf, "late", 4), "content");
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), 0), 0);
+      },
+      [](End& e) {
+        e.ctl.Recv();
+        e.SendAll("late", 4);
+        e.ctl.Send(1);
+      });
+}
+
 TEST_P(Conformance, CloseWithUnreadDataResetsPeer) {
   Run(
       [](End& e) {
@@ -633,6 +660,169 @@ TEST_P(Conformance, RecvmsgOutputFields) {
         m.msg_iov = iov;
         m.msg_iovlen = 2;
         CHECK_RC(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), 6);
+        e.ctl.Send(1);
+      });
+}
+
+// ---- Unusual flags and malformed arguments: the stream is untouched ------
+
+// Kernel TCP: the error queue of a connection without zero-copy sends or
+// timestamps is empty, so MSG_ERRQUEUE fails with EAGAIN, blocking or not,
+// and consumes nothing.
+TEST_P(Conformance, ErrqueueIsEagainAndLeavesTheStream) {
+  Run(
+      [](End& e) {
+        e.ctl.Recv();  // "abcdef" was sent
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "readable");
+        char buf[64];
+        char control[64];
+        iovec iov = {buf, sizeof(buf)};
+        msghdr m = {};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = control;
+        m.msg_controllen = sizeof(control);
+        CHECK_ERR(e.api.recvmsg(e.fd, &m, MSG_ERRQUEUE), EAGAIN);
+        CHECK_ERR(e.api.recvmsg(e.fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT), EAGAIN);
+        CHECK_ERR(e.api.recv(e.fd, buf, sizeof(buf), MSG_ERRQUEUE), EAGAIN);
+        e.RecvAll(buf, 6);
+        CHECK(!memcmp(buf, "abcdef", 6), "the stream after MSG_ERRQUEUE");
+      },
+      [](End& e) {
+        e.SendAll("abcdef", 6);
+        e.ctl.Send(1);
+      });
+}
+
+// Kernel TCP: MSG_TRUNC discards the bytes without writing the buffer
+// (which may be null); with MSG_PEEK it counts them without consuming.
+TEST_P(Conformance, TruncDiscardsWithoutWritingTheBuffer) {
+  Run(
+      [](End& e) {
+        e.ctl.Recv();  // "0123456789" was sent
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "readable");
+        CHECK(Readable(e) == 10, "FIONREAD %d", Readable(e));
+        CHECK_RC(e.api.recv(e.fd, nullptr, 100, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT), 10);
+        CHECK_RC(e.api.recv(e.fd, nullptr, 4, MSG_PEEK | MSG_TRUNC), 4);
+        CHECK_RC(e.api.recv(e.fd, nullptr, 3, MSG_TRUNC), 3);  // "012" dropped
+        char buf[16];
+        memset(buf, '#', sizeof(buf));
+        CHECK_RC(e.api.recv(e.fd, buf, 2, MSG_TRUNC), 2);  // "34", not written
+        CHECK(buf[0] == '#' && buf[1] == '#', "MSG_TRUNC wrote the buffer");
+        iovec iov = {nullptr, 2};
+        msghdr m = {};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_flags = ~0;
+        CHECK_RC(e.api.recvmsg(e.fd, &m, MSG_TRUNC), 2);  // "56"
+        CHECK(m.msg_flags == 0, "msg_flags 0x%x", m.msg_flags);
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), 0), 3);
+        CHECK(!memcmp(buf, "789", 3), "the bytes after the discards");
+        CHECK_ERR(e.api.recv(e.fd, nullptr, 8, MSG_TRUNC | MSG_DONTWAIT), EAGAIN);
+      },
+      [](End& e) {
+        e.SendAll("0123456789", 10);
+        e.ctl.Send(1);
+      });
+}
+
+// The kernel checks the iovec array before it moves a byte: more than
+// UIO_MAXIOV entries (EMSGSIZE for sendmsg/recvmsg, EINVAL for
+// readv/writev, as for a negative count), a null array (EFAULT), an entry
+// over SSIZE_MAX (EINVAL).  The stream is untouched either way.
+TEST_P(Conformance, IovecArrayIsCheckedBeforeAnyByteMoves) {
+  Run(
+      [](End& e) {
+        e.ctl.Recv();  // "ok" was sent after the client's bad calls
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "readable");
+        std::vector<char> buf(UIO_MAXIOV + 1);
+        std::vector<iovec> many(UIO_MAXIOV + 1);
+        for (size_t i = 0; i < many.size(); ++i) many[i] = {&buf[i], 1};
+        msghdr m = {};
+        m.msg_iov = many.data();
+        m.msg_iovlen = many.size();
+        CHECK_ERR(e.api.recvmsg(e.fd, &m, 0), EMSGSIZE);
+        CHECK_ERR(e.api.readv(e.fd, many.data(), UIO_MAXIOV + 1), EINVAL);
+        CHECK_ERR(e.api.readv(e.fd, many.data(), -1), EINVAL);
+        iovec huge[2] = {{buf.data(), 1}, {buf.data(), static_cast<size_t>(SSIZE_MAX) + 1}};
+        CHECK_ERR(e.api.readv(e.fd, huge, 2), EINVAL);
+        m.msg_iov = huge;
+        m.msg_iovlen = 2;
+        CHECK_ERR(e.api.recvmsg(e.fd, &m, 0), EINVAL);
+        m.msg_iov = nullptr;
+        m.msg_iovlen = 1;
+        CHECK_ERR(e.api.recvmsg(e.fd, &m, 0), EFAULT);
+        char two[2];
+        iovec one = {two, 2};
+        CHECK_RC(e.api.readv(e.fd, &one, 1), 2);
+        CHECK(!memcmp(two, "ok", 2), "the stream after the refused calls");
+      },
+      [](End& e) {
+        std::vector<char> buf(UIO_MAXIOV + 1, 'x');
+        std::vector<iovec> many(UIO_MAXIOV + 1);
+        for (size_t i = 0; i < many.size(); ++i) many[i] = {&buf[i], 1};
+        msghdr m = {};
+        m.msg_iov = many.data();
+        m.msg_iovlen = many.size();
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), EMSGSIZE);
+        CHECK_ERR(e.api.writev(e.fd, many.data(), UIO_MAXIOV + 1), EINVAL);
+        CHECK_ERR(e.api.writev(e.fd, many.data(), -3), EINVAL);
+        iovec huge[2] = {{buf.data(), 1}, {buf.data(), static_cast<size_t>(SSIZE_MAX) + 1}};
+        CHECK_ERR(e.api.writev(e.fd, huge, 2), EINVAL);
+        m.msg_iov = huge;
+        m.msg_iovlen = 2;
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), EINVAL);
+        m.msg_iov = nullptr;
+        m.msg_iovlen = 1;
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), EFAULT);
+        iovec ok = {const_cast<char*>("ok"), 2};
+        CHECK_RC(e.api.writev(e.fd, &ok, 1), 2);
+        e.ctl.Send(1);
+      });
+}
+
+// Kernel TCP: a buffer, iovec array or msghdr the process cannot read or
+// write is EFAULT (copy_from_user/copy_to_user fail), never a signal, and
+// nothing is consumed or sent: the stream goes on afterwards.
+void* UnmappedPage() {
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return reinterpret_cast<void*>(8);
+  munmap(page, 4096);
+  return page;
+}
+
+TEST_P(Conformance, BadPointersAreEfaultAndNothingMoves) {
+  Run(
+      [](End& e) {
+        e.ctl.Recv();  // "ok" was sent after the client's bad calls
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "readable");
+        void* gone = UnmappedPage();
+        CHECK_ERR(e.api.recv(e.fd, gone, 16, 0), EFAULT);
+        CHECK_ERR(e.api.recv(e.fd, reinterpret_cast<void*>(1), 16, MSG_PEEK), EFAULT);
+        iovec bad = {gone, 16};
+        CHECK_ERR(e.api.readv(e.fd, &bad, 1), EFAULT);
+        msghdr m = {};
+        m.msg_iov = static_cast<iovec*>(gone);
+        m.msg_iovlen = 1;
+        CHECK_ERR(e.api.recvmsg(e.fd, &m, 0), EFAULT);
+        CHECK_ERR(e.api.recvmsg(e.fd, static_cast<msghdr*>(gone), 0), EFAULT);
+        char two[2];
+        CHECK_RC(e.api.recv(e.fd, two, 2, MSG_WAITALL), 2);
+        CHECK(!memcmp(two, "ok", 2), "the stream after the refused calls");
+      },
+      [](End& e) {
+        void* gone = UnmappedPage();
+        CHECK_ERR(e.api.send(e.fd, gone, 16, MSG_NOSIGNAL), EFAULT);
+        CHECK_ERR(e.api.send(e.fd, reinterpret_cast<void*>(1), 16, MSG_NOSIGNAL), EFAULT);
+        iovec bad = {gone, 16};
+        CHECK_ERR(e.api.writev(e.fd, &bad, 1), EFAULT);
+        msghdr m = {};
+        m.msg_iov = static_cast<iovec*>(gone);
+        m.msg_iovlen = 1;
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), EFAULT);
+        CHECK_ERR(e.api.sendmsg(e.fd, static_cast<msghdr*>(gone), MSG_NOSIGNAL), EFAULT);
+        CHECK_RC(e.api.send(e.fd, "ok", 2, MSG_NOSIGNAL), 2);
         e.ctl.Send(1);
       });
 }

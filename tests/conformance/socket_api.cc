@@ -21,7 +21,8 @@ int VsocketFcntl(int fd, int cmd, long arg) { return vsocket_fcntl(fd, cmd, arg)
 const SocketApi& KernelApi() {
   static const SocketApi api = {
       ::socket,  ::bind,    ::listen,     ::accept,      ::connect,
-      ::send,    ::recv,    ::sendmsg,    ::recvmsg,     ::shutdown,
+      ::send,    ::recv,    ::sendmsg,    ::recvmsg,     ::readv,
+      ::writev,  ::shutdown,
       ::close,   ::setsockopt, ::getsockname, KernelFcntl, KernelIoctl,
       ::poll,    nullptr};
   return api;
@@ -31,7 +32,7 @@ const SocketApi& VsocketApi() {
   static const SocketApi api = {
       vsocket_socket,   vsocket_bind,     vsocket_listen,     vsocket_accept,
       vsocket_connect,  vsocket_send,     vsocket_recv,       vsocket_sendmsg,
-      vsocket_recvmsg,  vsocket_shutdown, vsocket_close,      vsocket_setsockopt,
+      vsocket_recvmsg,  vsocket_readv,    vsocket_writev,     vsocket_shutdown, vsocket_close,      vsocket_setsockopt,
       vsocket_getsockname, VsocketFcntl,  vsocket_ioctl,      vsocket_poll,
       vsocket_transport_name};
   return api;

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 namespace conformance {
 
@@ -21,6 +22,8 @@ struct SocketApi {
   ssize_t (*recv)(int fd, void* buf, size_t len, int flags);
   ssize_t (*sendmsg)(int fd, const msghdr* msg, int flags);
   ssize_t (*recvmsg)(int fd, msghdr* msg, int flags);
+  ssize_t (*readv)(int fd, const iovec* iov, int iovcnt);
+  ssize_t (*writev)(int fd, const iovec* iov, int iovcnt);
   int (*shutdown)(int fd, int how);
   int (*close)(int fd);
   int (*setsockopt)(int fd, int level, int name, const void* val, socklen_t len);

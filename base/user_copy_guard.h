@@ -1,0 +1,67 @@
+// Copies that touch the caller's buffers answer a bad pointer with EFAULT,
+// as the kernel's copy_from_user/copy_to_user do, instead of killing the
+// program with SIGSEGV.  A send or receive on a shared-memory or RDMA
+// connection copies between the caller's iovecs and a ring in user space;
+// kernel TCP would have checked every pointer.
+//
+// How: GuardedUserCopy runs the copy with a recovery point (sigsetjmp
+// without the signal mask: no system call) published in a thread-local
+// slot.  The guard's handler for SIGSEGV and SIGBUS, and the interposer's
+// trampoline (preload/interpose_signal.cc) when the program installed its
+// own handler, call RecoverUserCopyFault first: a fault raised by the
+// hardware (not kill()) while the slot is set jumps back to the recovery
+// point, and GuardedUserCopy returns false.  Any other fault goes on to the
+// handler that was there before (the default action if none), so a bug
+// still crashes where it crashed.  A SIGBUS of vsocket's own shared files
+// is offered to base/shared_file_fault_guard.h first.
+//
+// Who installs: the owner of a copy, before its first one (the ring halves
+// in fifo_bridge/spsc_ring.cc), through libc's sigaction.  Under the
+// interposer a handler the program installs later keeps the guard in
+// front; with the explicit API it replaces the guard (a bad pointer is a
+// SIGSEGV again, as without it).
+#ifndef VSOCKET_BASE_USER_COPY_GUARD_H_
+#define VSOCKET_BASE_USER_COPY_GUARD_H_
+
+#include <setjmp.h>
+#include <signal.h>
+
+namespace vsocket {
+
+namespace user_copy_internal {
+struct Frame {
+  sigjmp_buf env;
+};
+// The innermost guarded copy of this thread, or null.
+extern __attribute__((tls_model("initial-exec"))) thread_local Frame* t_frame;
+
+// Runs `run(arg)` with `frame` published; false if it faulted.
+bool RunGuarded(void (*run)(void*), void* arg);
+}  // namespace user_copy_internal
+
+// Installs the SIGSEGV and SIGBUS handlers, once per process; later calls
+// cost one atomic load.  Thread-safe.
+void InstallUserCopyGuard();
+
+// Runs `copy()`.  True when it finished; false when it touched memory the
+// process may not access (the copy stopped there: whatever it wrote before
+// stays written).
+// REQUIRES: `copy` takes no lock, allocates nothing and leaves no state
+// that a jump out of it midway would corrupt (it copies bytes between
+// buffers and updates locals of its caller, which are unspecified after a
+// fault); InstallUserCopyGuard() ran, or a fault is fatal as without it.
+template <typename Fn>
+bool GuardedUserCopy(Fn&& copy) {
+  return user_copy_internal::RunGuarded(
+      [](void* f) { (*static_cast<Fn*>(f))(); }, &copy);
+}
+
+// Async-signal-safe; for signal handlers that stand in front of the guard's
+// (the interposer's trampoline).  Does not return when `info` is a fault
+// inside a guarded copy of this thread (the copy's GuardedUserCopy returns
+// false); returns otherwise, having changed nothing.
+void RecoverUserCopyFault(int sig, const siginfo_t* info);
+
+}  // namespace vsocket
+
+#endif  // VSOCKET_BASE_USER_COPY_GUARD_H_
