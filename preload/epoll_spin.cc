@@ -69,7 +69,7 @@ int SleepUnlessSignalled(const SignalRestartWindow& signals, int epfd,
     errno = EINTR;
     return -1;
   }
-  return sleep(epfd, events, maxevents, timeout_ns, held.sleep_mask());
+  return sleep(epfd, events, maxevents, timeout_ns, held.sleep_mask(), nullptr);
 }
 
 // The kernel-only busy-poll, for marked sets whose connections user space
@@ -132,12 +132,16 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   if (!Marked(epfd) || maxevents <= 0 || GetConfig().spin_us == 0) {
     // Unmarked sets, and arguments the kernel is to reject, as they are.
     if (timeout_ns != 0) BeforeKernelWait();
-    return sleep(epfd, events, maxevents, timeout_ns, sigmask);
+    // A handler run during vsocket's own steps (a thread's first sleep
+    // allocates: hundreds of microseconds) is the call's EINTR; what is
+    // left is the instant before the system call, as without vsocket.
+    return sleep(epfd, events, maxevents, timeout_ns, sigmask,
+                 timeout_ns != 0 ? &signals : nullptr);
   }
   EpollUserSet* set = EpollUserSet::For(epfd);
   std::unique_lock<std::mutex> lock(set->mutex(), std::try_to_lock);
   if (!lock.owns_lock()) {
-    return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask)
+    return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask, nullptr)
                            : KernelSpinWait(epfd, events, maxevents,
                                             timeout_ns, sigmask, sleep, signals);
   }
@@ -154,7 +158,7 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
   } end_call{set, &lock};
   if (set->BeginCall(epfd) == 0) {
     end_call();
-    return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask)
+    return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask, nullptr)
                            : KernelSpinWait(epfd, events, maxevents,
                                             timeout_ns, sigmask, sleep, signals);
   }

@@ -29,6 +29,10 @@
 
 #include <cstdint>
 
+namespace vsocket {
+class SignalRestartWindow;
+}  // namespace vsocket
+
 namespace vsocket::preload {
 
 inline constexpr int kMaxTrackedEpollFd = 1 << 16;
@@ -46,9 +50,13 @@ bool FastPathEpollSet(int epfd);
 // epoll_pwait or epoll_pwait2 would do it; with `sigmask` applied when
 // non-null (epoll_wait's too: after a spin, the sleep takes the thread's
 // mask atomically so that a signal held since the spin ends it).
+// `call` (non-null): the call's deliveries so far; the sleep fails with
+// EINTR instead when a handler ran, looked at just before the system call
+// (after vsocket's own steps: a thread's first sleep allocates).
 using EpollSleep = int (*)(int epfd, struct epoll_event* events,
                            int maxevents, int64_t timeout_ns,
-                           const sigset_t* sigmask);
+                           const sigset_t* sigmask,
+                           const SignalRestartWindow* call);
 
 // Waits as `sleep` would for `timeout_ns`, but first, when `epfd` is
 // marked, for up to the spin budget: from the rings of its watched

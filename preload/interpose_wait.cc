@@ -38,6 +38,7 @@
 #include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
 #include "vsocket/poll_user_space.h"
+#include "vsocket/signal_restart.h"
 #include "base/real_libc.h"
 #include "vsocket/virtual_socket.h"
 #include "vsocket/vsocket.h"
@@ -117,9 +118,12 @@ int PpollAfterSpin(struct pollfd* fds, nfds_t nfds, const struct timespec* timeo
   return real::ppoll(fds, nfds, timeout, held.sleep_mask());
 }
 
-// `after_spin`: the spin's deliveries (PpollAfterSpin), or nullptr.
+// `call`: the deliveries since the call began (nullptr: none looked at);
+// `spun`: the call spun first, and sleeps as PpollAfterSpin.  Without a
+// spin, a handler run during vsocket's own steps is the call's EINTR too.
 int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms,
-                 const vsocket::SignalRestartWindow* after_spin = nullptr);
+                 const vsocket::SignalRestartWindow* call = nullptr,
+                 bool spun = false);
 
 int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   int highest = vsocket::preload::HighestVirtualFd();
@@ -127,7 +131,8 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   if (highest < 0 || vsocket::GetConfig().spin_us == 0)
     return PollInKernel(fds, nfds, timeout_ms);
   vsocket::PollUserSpace user(KernelLook);
-  if (!user.Begin(fds, nfds, highest)) return PollInKernel(fds, nfds, timeout_ms);
+  if (!user.Begin(fds, nfds, highest))
+    return PollInKernel(fds, nfds, timeout_ms, &user.signals());
   int64_t start;
   if (int ready = user.AnswerFromFirstLook(fds, nfds, &start)) return ready;
   int64_t timeout_ns = timeout_ms < 0 ? -1 : int64_t{timeout_ms} * 1000000;
@@ -137,17 +142,19 @@ int Poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
   int64_t left = NsLeft(timeout_ns, start);
   return PollInKernel(fds, nfds,
                       left < 0 ? -1 : static_cast<int>((left + 999999) / 1000000),
-                      &user.signals());
+                      &user.signals(), /*spun=*/true);
 }
 
 int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms,
-                 const vsocket::SignalRestartWindow* after_spin) {
+                 const vsocket::SignalRestartWindow* call, bool spun) {
   if (timeout_ms != 0) vsocket::BeforeKernelWait();
   int ready;
-  if (after_spin) {
+  if (spun) {
     struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
-    ready = PpollAfterSpin(fds, nfds, timeout_ms < 0 ? nullptr : &ts, nullptr,
-                           *after_spin);
+    ready = PpollAfterSpin(fds, nfds, timeout_ms < 0 ? nullptr : &ts, nullptr, *call);
+  } else if (timeout_ms != 0 && call && call->AnyDelivery()) {
+    errno = EINTR;
+    return -1;
   } else {
     ready = sys::poll(fds, nfds, timeout_ms);
   }
@@ -164,9 +171,11 @@ int PollInKernel(struct pollfd* fds, nfds_t nfds, int timeout_ms,
   }
 }
 
+// `call` and `spun` as for PollInKernel.
 int PpollInKernel(struct pollfd* fds, nfds_t nfds,
                   const struct timespec* timeout, const sigset_t* sigmask,
-                  const vsocket::SignalRestartWindow* after_spin = nullptr);
+                  const vsocket::SignalRestartWindow* call = nullptr,
+                  bool spun = false);
 
 int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
           const sigset_t* sigmask) {
@@ -179,7 +188,7 @@ int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
     return PpollInKernel(fds, nfds, timeout, sigmask);
   vsocket::PollUserSpace user(KernelLook);
   if (!user.Begin(fds, nfds, highest))
-    return PpollInKernel(fds, nfds, timeout, sigmask);
+    return PpollInKernel(fds, nfds, timeout, sigmask, &user.signals());
   int64_t start;
   if (int ready = user.AnswerFromFirstLook(fds, nfds, &start)) return ready;
   int64_t timeout_ns =
@@ -191,16 +200,20 @@ int Ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
   struct timespec rest = {static_cast<time_t>(left / 1000000000),
                           static_cast<long>(left % 1000000000)};
   return PpollInKernel(fds, nfds, left < 0 ? nullptr : &rest, sigmask,
-                       &user.signals());
+                       &user.signals(), /*spun=*/true);
 }
 
 int PpollInKernel(struct pollfd* fds, nfds_t nfds,
                   const struct timespec* timeout, const sigset_t* sigmask,
-                  const vsocket::SignalRestartWindow* after_spin) {
-  if (!timeout || timeout->tv_sec != 0 || timeout->tv_nsec != 0)
-    vsocket::BeforeKernelWait();
-  int ready = after_spin ? PpollAfterSpin(fds, nfds, timeout, sigmask, *after_spin)
-                         : real::ppoll(fds, nfds, timeout, sigmask);
+                  const vsocket::SignalRestartWindow* call, bool spun) {
+  const bool sleeps = !timeout || timeout->tv_sec != 0 || timeout->tv_nsec != 0;
+  if (sleeps) vsocket::BeforeKernelWait();
+  if (sleeps && !spun && call && call->AnyDelivery()) {
+    errno = EINTR;
+    return -1;
+  }
+  int ready = spun ? PpollAfterSpin(fds, nfds, timeout, sigmask, *call)
+                   : real::ppoll(fds, nfds, timeout, sigmask);
   int highest = vsocket::preload::HighestVirtualFd();
   if (ready <= 0 || highest < 0) return ready;
   int64_t deadline =
@@ -505,23 +518,37 @@ int MsFromNs(int64_t ns) {
 }
 
 // Each applies the set's deferred MODs first (epoll_deferred_mod.h).
+// The kernel's sleep for one of them, after KernelEpollEntry: EINTR instead
+// when a handler ran during the call so far (epoll_spin.h, EpollSleep).
+bool SignalledBeforeSleep(const vsocket::SignalRestartWindow* call) {
+  if (!call || !call->AnyDelivery()) return false;
+  errno = EINTR;
+  return true;
+}
+
 // epoll_wait's sleep: with a mask only after a spin (SignalsHeldForSleep).
 int SleepEpollWait(int epfd, struct epoll_event* events, int maxevents,
-                   int64_t ns, const sigset_t* sigmask) {
+                   int64_t ns, const sigset_t* sigmask,
+                   const vsocket::SignalRestartWindow* call) {
   vsocket::preload::KernelEpollEntry kernel(epfd, ns != 0);
+  if (SignalledBeforeSleep(call)) return -1;
   if (sigmask) return real::epoll_pwait(epfd, events, maxevents, MsFromNs(ns), sigmask);
   return real::epoll_wait(epfd, events, maxevents, MsFromNs(ns));
 }
 
 int SleepEpollPwait(int epfd, struct epoll_event* events, int maxevents,
-                    int64_t ns, const sigset_t* sigmask) {
+                    int64_t ns, const sigset_t* sigmask,
+                    const vsocket::SignalRestartWindow* call) {
   vsocket::preload::KernelEpollEntry kernel(epfd, ns != 0);
+  if (SignalledBeforeSleep(call)) return -1;
   return real::epoll_pwait(epfd, events, maxevents, MsFromNs(ns), sigmask);
 }
 
 int SleepEpollPwait2(int epfd, struct epoll_event* events, int maxevents,
-                     int64_t ns, const sigset_t* sigmask) {
+                     int64_t ns, const sigset_t* sigmask,
+                     const vsocket::SignalRestartWindow* call) {
   vsocket::preload::KernelEpollEntry kernel(epfd, ns != 0);
+  if (SignalledBeforeSleep(call)) return -1;
   struct timespec ts = {static_cast<time_t>(ns / 1000000000),
                         static_cast<long>(ns % 1000000000)};
   return real::epoll_pwait2(epfd, events, maxevents, ns < 0 ? nullptr : &ts,
