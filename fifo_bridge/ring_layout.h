@@ -38,6 +38,11 @@ inline constexpr uint32_t kWriterBlocked = 1u << 0;
 inline constexpr uint32_t kProducerClosed = 1u << 0;  // FIN: no more data
 inline constexpr uint32_t kConsumerClosed = 1u << 1;  // reader gone: EPIPE
 inline constexpr uint32_t kReset = 1u << 2;           // RST: abort both ways
+// Never written by a peer: this process's segment fault guard sets it with
+// kReset in the zero pages that replaced a lost ring (segment_fault_guard.h).
+// Bytes read from such a ring are not data; after a peer's kReset the
+// bytes it sent before are (the reader gets them first, as TCP's does).
+inline constexpr uint32_t kPagesLost = 1u << 3;
 
 struct RingControl {
   // Written by the producer only.

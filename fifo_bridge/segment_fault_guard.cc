@@ -47,7 +47,7 @@ bool RecoverSegment(const SharedFileMapping& m) {
   }
   for (size_t ring = 0; ring < 2; ++ring) {
     auto* control = reinterpret_cast<RingControl*>(base + kSegmentHeaderBytes + ring * stride);
-    control->flags.store(kReset, std::memory_order_release);
+    control->flags.store(kReset | kPagesLost, std::memory_order_release);
   }
   return true;
 }

@@ -174,8 +174,9 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
     }
     if (n == kUserFault) return -EFAULT;  // a bad pointer: nothing consumed
     // Pages lost during the copy (segment_fault_guard.h) read as zeros and
-    // leave RESET behind: those zeros are not data.
-    if (n > 0 && (rx_->flags.load(std::memory_order_acquire) & kReset)) {
+    // leave kPagesLost behind: those zeros are not data.  After the peer's
+    // reset, what it sent before is (TCP delivers it before ECONNRESET).
+    if (n > 0 && (rx_->flags.load(std::memory_order_acquire) & kPagesLost)) {
       return ResetOutcome(/*sending=*/false);
     }
     if (n > 0) {
@@ -190,7 +191,12 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
     // seen here means any data before it is visible on the second pass.
     uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
     uint32_t our_flags = tx_->flags.load(std::memory_order_acquire);
-    if ((peer_flags | our_flags) & kReset) return ResetOutcome(/*sending=*/false);
+    if ((peer_flags | our_flags) & kReset) {
+      // A call that has bytes already (MSG_WAITALL's later passes) ends
+      // with them; the reset is the next call's, as in tcp_recvmsg.
+      if (skip > 0) return 0;
+      return ResetOutcome(/*sending=*/false);
+    }
     // After shutdown(SHUT_RD), as Linux TCP: queued bytes (also those
     // that arrive later) are still read; only an empty ring reads as 0.
     if (local & kLocalShutRead) return 0;

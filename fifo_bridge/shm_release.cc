@@ -15,6 +15,7 @@
 #include <climits>
 
 #include "base/real_libc.h"
+#include "vsocket/linger_abort.h"
 #include "vsocket/log.h"
 
 namespace vsocket::fifo {
@@ -33,8 +34,9 @@ void ShmTransport::Release() {
     if (!revoked() && !PeerMovedToTcp()) {
       SideLock send_lock(&side_->send_lock);
       bool unread = consumer_->Available() != 0;
-      if (unread) {
-        // Closing with unread data aborts the connection, as TCP sends RST.
+      if (unread || LingerAbortsClose(tcp_fd_)) {
+        // Closing with unread data, or with SO_LINGER {1, 0}, aborts the
+        // connection, as TCP sends RST.
         tx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
         rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
       } else {

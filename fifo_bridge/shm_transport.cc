@@ -233,7 +233,16 @@ bool ShmTransport::DropStaleWakeup() {
 
 int ShmTransport::TakeError() {
   if (Transport* next = MovedTo()) return next->TakeError();
-  return side_->pending_error.exchange(0, std::memory_order_relaxed);
+  if (int err = side_->pending_error.exchange(0, std::memory_order_relaxed)) return err;
+  // The peer's reset, not yet reported by a call: SO_ERROR takes it, once,
+  // as the kernel's sock_error() does.
+  if (((rx_->flags.load(std::memory_order_acquire) |
+        tx_->flags.load(std::memory_order_acquire)) & kReset) &&
+      !(side_->local_flags.fetch_or(kLocalResetReported, std::memory_order_acq_rel) &
+        kLocalResetReported)) {
+    return ECONNRESET;
+  }
+  return 0;
 }
 
 void ShmTransport::BeforeFork() {

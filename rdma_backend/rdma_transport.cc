@@ -17,6 +17,7 @@
 #include "vsocket/signal_restart.h"
 #include "vsocket/iovec_util.h"
 #include "vsocket/kernel_wait.h"
+#include "vsocket/linger_abort.h"
 #include "vsocket/log.h"
 #include "base/real_libc.h"
 #include "rdma_backend/rdma_provider.h"
@@ -367,6 +368,8 @@ ssize_t RdmaTransport::TrySend(StreamCall& call, const struct iovec* iov,
       n = c.channel->Send(iov, iovcnt, WaitOptions{0, 0});
       if (n < 0) err = errno;
     }
+    // A reset already reported: sends fail with EPIPE, as kernel TCP's.
+    if (n < 0 && err == ECONNRESET && c.error_reported) err = EPIPE;
     c.AfterAttempt(n, err, call.nonblocking);
   }
   if (n > 0) StatsBytesSent(live_slot(), kRdmaKind, static_cast<uint64_t>(n));
@@ -386,11 +389,16 @@ ssize_t RdmaTransport::TryRecv(StreamCall& call, const struct iovec* iov,
       iov = rest.data();
       iovcnt = static_cast<int>(rest.size());
     }
+    const bool reset_reported = c.error_reported;
     n = c.channel->TryRecv(iov, iovcnt, peek);
     if (n < 0) err = errno;
     // After shutdown(SHUT_RD), as Linux TCP: bytes that arrived (before or
     // after it) are still read; only nothing to read reads as 0.
     if (n < 0 && err == EAGAIN && c.shut_rd) n = err = 0;
+    // A reset is reported once (by a call or SO_ERROR), then the stream
+    // reads as ended; a call that has bytes already (MSG_WAITALL's later
+    // passes) ends with them and leaves the reset to the next call.
+    if (n < 0 && err == ECONNRESET && (reset_reported || skip > 0)) n = err = 0;
     c.AfterAttempt(n, err, call.nonblocking);
   }
   if (n > 0 && !peek) StatsBytesReceived(live_slot(), kRdmaKind, static_cast<uint64_t>(n));
@@ -582,10 +590,12 @@ void RdmaTransport::Release() {
   }
   {
     std::lock_guard<std::mutex> lock(core->mu);
-    // As kernel TCP: closing with unread data resets the connection (the
-    // peer's calls fail with ECONNRESET) instead of ending it cleanly.
+    // As kernel TCP: closing with unread data, or with SO_LINGER {1, 0},
+    // resets the connection (the peer reads what arrived, then ECONNRESET)
+    // instead of ending it cleanly.
     core->channel->PollNow();
-    if (unpaired || (core->channel->BufferedBytes() > 0 && !core->shut_rd)) {
+    if (unpaired || (core->channel->BufferedBytes() > 0 && !core->shut_rd) ||
+        LingerAbortsClose(tcp_fd_)) {
       core->channel->Abort();
     } else {
       core->channel->Close();  // bounded (ChannelOptions::close_timeout_ns)

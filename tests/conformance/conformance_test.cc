@@ -564,6 +564,96 @@ TEST_P(Conformance, CloseWithUnreadDataResetsPeer) {
       });
 }
 
+// Kernel TCP: a close with SO_LINGER {1, 0} sends a reset.  The peer
+// first reads every byte that arrived before it, then gets ECONNRESET
+// once (SO_ERROR is 0 by then), then EPIPE on a send.
+TEST_P(Conformance, LingerZeroCloseResetsAfterTheDataThatArrived) {
+  Run(
+      [](End& e) {
+        // Not before the client's connect returned: a reset that arrives
+        // first is connect's own ECONNRESET (a slow client saw it).
+        e.ctl.Recv();
+        struct linger abort_on_close = {1, 0};
+        CHECK_RC(e.api.setsockopt(e.fd, SOL_SOCKET, SO_LINGER, &abort_on_close,
+                                  sizeof(abort_on_close)), 0);
+        e.SendAll("hello", 5);
+        e.Close();
+        e.ctl.Send(1);
+      },
+      [](End& e) {
+        e.ctl.Send(1);  // connected
+        e.ctl.Recv();
+        SetTimeout(e, SO_RCVTIMEO, 3000);
+        char buf[16];
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "readable");
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), MSG_WAITALL), 5);
+        CHECK(!memcmp(buf, "hello", 5), "the bytes sent before the reset");
+        CHECK_ERR(e.api.recv(e.fd, buf, sizeof(buf), 0), ECONNRESET);
+        int err = -1;
+        socklen_t len = sizeof(err);
+        CHECK_RC(e.api.getsockopt(e.fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+        CHECK(err == 0, "SO_ERROR %d after the reset was reported", err);
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), 0), 0);
+        CHECK_ERR(e.api.send(e.fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+      });
+}
+
+// Kernel TCP: SO_ERROR reports a reset (once) when no call did before; the
+// stream then reads as ended and sends fail with EPIPE.
+TEST_P(Conformance, ResetIsSoErrorOnce) {
+  Run(
+      [](End& e) {
+        // Not before the client's connect returned: a reset that arrives
+        // first is connect's own ECONNRESET (a slow client saw it).
+        e.ctl.Recv();
+        struct linger abort_on_close = {1, 0};
+        CHECK_RC(e.api.setsockopt(e.fd, SOL_SOCKET, SO_LINGER, &abort_on_close,
+                                  sizeof(abort_on_close)), 0);
+        e.Close();
+        e.ctl.Send(1);
+      },
+      [](End& e) {
+        e.ctl.Send(1);  // connected
+        e.ctl.Recv();
+        short re = e.Poll(POLLIN, 2000);
+        CHECK(re & POLLIN, "readable after the reset (revents 0x%x)", re);
+        CHECK(re & POLLHUP, "POLLHUP after the reset (revents 0x%x)", re);
+        int err = -1;
+        socklen_t len = sizeof(err);
+        CHECK_RC(e.api.getsockopt(e.fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+        CHECK(err == ECONNRESET, "SO_ERROR %d, not ECONNRESET", err);
+        CHECK_RC(e.api.getsockopt(e.fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+        CHECK(err == 0, "SO_ERROR %d the second time", err);
+        char buf[4];
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), 0), 0);
+        CHECK_ERR(e.api.send(e.fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+      });
+}
+
+// Kernel TCP: a close with unread data resets the connection, and the
+// peer still reads what arrived before the reset, then ECONNRESET.
+TEST_P(Conformance, ResetByUnreadDataStillDeliversWhatArrived) {
+  Run(
+      [](End& e) {
+        e.ctl.Recv();  // 100 bytes were sent
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "the bytes arrived");
+        e.SendAll("bye", 3);
+        e.Close();  // unread: a reset
+        e.ctl.Send(1);
+      },
+      [](End& e) {
+        auto data = Pattern(0, 100);
+        e.SendAll(data.data(), data.size());
+        e.ctl.Send(1);
+        e.ctl.Recv();
+        SetTimeout(e, SO_RCVTIMEO, 3000);
+        char buf[16];
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), MSG_WAITALL), 3);
+        CHECK(!memcmp(buf, "bye", 3), "the bytes sent before the reset");
+        CHECK_ERR(e.api.recv(e.fd, buf, sizeof(buf), 0), ECONNRESET);
+      });
+}
+
 // ---- Zero lengths, MSG_OOB, recvmsg's output fields ----------------------
 
 TEST_P(Conformance, ZeroLengthSendAndRecv) {

@@ -23,7 +23,7 @@ const SocketApi& KernelApi() {
       ::socket,  ::bind,    ::listen,     ::accept,      ::connect,
       ::send,    ::recv,    ::sendmsg,    ::recvmsg,     ::readv,
       ::writev,  ::shutdown,
-      ::close,   ::setsockopt, ::getsockname, KernelFcntl, KernelIoctl,
+      ::close,   ::setsockopt, ::getsockopt, ::getsockname, KernelFcntl, KernelIoctl,
       ::poll,    nullptr};
   return api;
 }
@@ -33,7 +33,7 @@ const SocketApi& VsocketApi() {
       vsocket_socket,   vsocket_bind,     vsocket_listen,     vsocket_accept,
       vsocket_connect,  vsocket_send,     vsocket_recv,       vsocket_sendmsg,
       vsocket_recvmsg,  vsocket_readv,    vsocket_writev,     vsocket_shutdown, vsocket_close,      vsocket_setsockopt,
-      vsocket_getsockname, VsocketFcntl,  vsocket_ioctl,      vsocket_poll,
+      vsocket_getsockopt, vsocket_getsockname, VsocketFcntl,  vsocket_ioctl,      vsocket_poll,
       vsocket_transport_name};
   return api;
 }

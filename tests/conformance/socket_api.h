@@ -27,6 +27,7 @@ struct SocketApi {
   int (*shutdown)(int fd, int how);
   int (*close)(int fd);
   int (*setsockopt)(int fd, int level, int name, const void* val, socklen_t len);
+  int (*getsockopt)(int fd, int level, int name, void* val, socklen_t* len);
   int (*getsockname)(int fd, sockaddr* addr, socklen_t* len);
   int (*fcntl)(int fd, int cmd, long arg);  // F_GETFL / F_SETFL
   int (*ioctl)(int fd, unsigned long request, void* arg);
