@@ -1,5 +1,7 @@
 // read, readv, write, writev, recv, recvfrom, recvmsg, recvmmsg, send,
-// sendto, sendmsg, sendmmsg.
+// sendto, sendmsg, sendmmsg, preadv2, pwritev2 (and their 64 names).
+// preadv/pwritev need nothing: every descriptor vsocket gives out is a
+// socket, on which the kernel answers them (ESPIPE, EINVAL) itself.
 #include <errno.h>
 #include <limits.h>
 #include <sys/socket.h>
@@ -107,6 +109,67 @@ VSP_EXPORT ssize_t readv(int fd, const struct iovec* iov, int iovcnt) {
 VSP_EXPORT ssize_t writev(int fd, const struct iovec* iov, int iovcnt) {
   if (!Ours(fd)) return sys::writev(fd, iov, iovcnt);
   return vsocket_writev(fd, iov, iovcnt);
+}
+
+namespace {
+
+// The RWF_ flags the kernel accepts on a socket (kiocb_set_rw_flags): all
+// but RWF_NOWAIT change nothing there.  Others fail with EOPNOTSUPP.
+constexpr int kSocketRwFlags =
+    RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND | RWF_NOAPPEND;
+
+// preadv2/pwritev2 on a virtual socket, as the kernel runs them on a
+// socket: offset -1 is readv/writev (RWF_NOWAIT: MSG_DONTWAIT); any other
+// offset is EINVAL if negative, else ESPIPE, before the array is looked
+// at.  Returns -1 with errno, or the count.
+ssize_t VectorIoOnSocket(bool write, int fd, const struct iovec* iov, int iovcnt,
+                         int64_t offset, int flags) {
+  if (offset != -1) {
+    errno = offset < 0 ? EINVAL : ESPIPE;
+    return -1;
+  }
+  if (iovcnt < 0 || iovcnt > UIO_MAXIOV) {  // import_iovec
+    errno = EINVAL;
+    return -1;
+  }
+  if (flags & ~kSocketRwFlags) {
+    errno = EOPNOTSUPP;
+    return -1;
+  }
+  if (!(flags & RWF_NOWAIT)) {
+    return write ? vsocket_writev(fd, iov, iovcnt) : vsocket_readv(fd, iov, iovcnt);
+  }
+  struct msghdr msg = {};
+  msg.msg_iov = const_cast<struct iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  return write ? vsocket_sendmsg(fd, &msg, MSG_DONTWAIT)
+               : vsocket_recvmsg(fd, &msg, MSG_DONTWAIT);
+}
+
+}  // namespace
+
+VSP_EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt,
+                           off_t offset, int flags) {
+  if (!Ours(fd)) return real::preadv2(fd, iov, iovcnt, offset, flags);
+  return VectorIoOnSocket(false, fd, iov, iovcnt, offset, flags);
+}
+
+VSP_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int iovcnt,
+                              off64_t offset, int flags) {
+  if (!Ours(fd)) return real::preadv64v2(fd, iov, iovcnt, offset, flags);
+  return VectorIoOnSocket(false, fd, iov, iovcnt, offset, flags);
+}
+
+VSP_EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int iovcnt,
+                            off_t offset, int flags) {
+  if (!Ours(fd)) return real::pwritev2(fd, iov, iovcnt, offset, flags);
+  return VectorIoOnSocket(true, fd, iov, iovcnt, offset, flags);
+}
+
+VSP_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int iovcnt,
+                               off64_t offset, int flags) {
+  if (!Ours(fd)) return real::pwritev64v2(fd, iov, iovcnt, offset, flags);
+  return VectorIoOnSocket(true, fd, iov, iovcnt, offset, flags);
 }
 
 VSP_EXPORT ssize_t recv(int fd, void* buf, size_t len, int flags) {

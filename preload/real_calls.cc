@@ -55,6 +55,18 @@ VSP_REAL(ssize_t, splice,
 VSP_REAL(int, sendmmsg,
          (int fd, struct mmsghdr* msgs, unsigned int vlen, int flags),
          (fd, msgs, vlen, flags))
+VSP_REAL(ssize_t, preadv2,
+         (int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags),
+         (fd, iov, iovcnt, offset, flags))
+VSP_REAL(ssize_t, pwritev2,
+         (int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags),
+         (fd, iov, iovcnt, offset, flags))
+VSP_REAL(ssize_t, preadv64v2,
+         (int fd, const struct iovec* iov, int iovcnt, off64_t offset, int flags),
+         (fd, iov, iovcnt, offset, flags))
+VSP_REAL(ssize_t, pwritev64v2,
+         (int fd, const struct iovec* iov, int iovcnt, off64_t offset, int flags),
+         (fd, iov, iovcnt, offset, flags))
 VSP_REAL(int, close_range, (unsigned int first, unsigned int last, int flags),
          (first, last, flags))
 VSP_REAL(int, fclose, (FILE* stream), (stream))

@@ -13,6 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 namespace vsocket::preload::real {
@@ -36,6 +37,12 @@ ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count);
 ssize_t splice(int fd_in, off_t* off_in, int fd_out, off_t* off_out,
                size_t len, unsigned int flags);
 int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags);
+ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags);
+ssize_t pwritev2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags);
+ssize_t preadv64v2(int fd, const struct iovec* iov, int iovcnt, off64_t offset,
+                   int flags);
+ssize_t pwritev64v2(int fd, const struct iovec* iov, int iovcnt, off64_t offset,
+                    int flags);
 int close_range(unsigned int first, unsigned int last, int flags);
 void closefrom(int lowfd);
 FILE* fdopen(int fd, const char* mode);

@@ -31,7 +31,8 @@ TEST(Exports, OnlyTheInterposedSymbols) {
   const std::set<std::string> expected = {
       "socket", "bind", "listen", "accept", "accept4", "connect", "shutdown",
       "close", "close_range", "closefrom", "fclose", "fdopen", "dup", "dup2", "dup3",
-      "read", "readv", "write", "writev", "recv", "recvfrom", "recvmsg",
+      "read", "readv", "write", "writev", "preadv2", "preadv64v2", "pwritev2",
+      "pwritev64v2", "recv", "recvfrom", "recvmsg",
       "recvmmsg", "send", "sendto", "sendmsg", "sendmmsg",
       "sendfile", "sendfile64", "splice",
       "fcntl", "fcntl64", "ioctl", "getsockopt", "setsockopt", "getsockname",
