@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include "preload/descriptors.h"
+#include "preload/move_to_tcp.h"
 #include "preload/preload_internal.h"
 #include "base/real_libc.h"
 #include "vsocket/vsocket.h"
@@ -69,6 +70,13 @@ VSP_EXPORT int getsockopt(int fd, int level, int name, void* val,
 VSP_EXPORT int setsockopt(int fd, int level, int name, const void* val,
                           socklen_t len) __THROW {
   if (!Ours(fd)) return sys::setsockopt(fd, level, name, val, len);
+  if (level == SOL_SOCKET && name == SO_ZEROCOPY && val && len >= sizeof(int) &&
+      *static_cast<const int*>(val) != 0) {
+    // MSG_ZEROCOPY completions come only from kernel TCP: a connection on
+    // another path moves there first, whose every number then names the
+    // TCP socket (a program waiting for completions would wait forever).
+    vsocket::preload::MoveConnectionToKernelTcp(fd, vsocket::FallbackReason::kZeroCopy);
+  }
   return vsocket_setsockopt(fd, level, name, val, len);
 }
 

@@ -278,7 +278,9 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
     vsocket::DestinationKey destination;
     if (vsocket::MakeDestinationKey(addr, len, &destination))
       vs->set_destination(destination);
-    reason = vsocket::PrepareOffer(fd, addr, len, &pending, &rule_line);
+    reason = vs->zero_copy()
+                 ? FallbackReason::kZeroCopy
+                 : vsocket::PrepareOffer(fd, addr, len, &pending, &rule_line);
     vs->set_rule_line(rule_line);
   }
   int rc = sys::connect(fd, addr, len);
@@ -450,6 +452,9 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
       vs->NoteBufferSizesSet(Transport::kSendBufferSet);
     if (name == SO_RCVBUF || name == SO_RCVBUFFORCE)
       vs->NoteBufferSizesSet(Transport::kRecvBufferSet);
+    int on = 0;
+    if (name == SO_ZEROCOPY && val && len >= sizeof(int)) std::memcpy(&on, val, sizeof(int));
+    if (on) vs->NoteZeroCopy();
   }
   return rc;
 }

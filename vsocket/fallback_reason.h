@@ -36,6 +36,7 @@ enum class FallbackReason {
   kShortLived,            // this destination's recent connections were short
   kLocalPortsBusy,        // no free local port to name the offer before the SYN
   kPidNamespace,          // peer in another PID namespace (host-network container)
+  kZeroCopy,              // SO_ZEROCOPY: completions only kernel TCP queues
   kCount,
 };
 

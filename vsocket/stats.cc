@@ -69,6 +69,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kShortLived: return "short_lived";
     case FallbackReason::kLocalPortsBusy: return "local_ports_busy";
     case FallbackReason::kPidNamespace: return "pid_namespace";
+    case FallbackReason::kZeroCopy: return "zerocopy";
     case FallbackReason::kCount: break;
   }
   return "unknown";

@@ -75,6 +75,10 @@ class VirtualSocket {
   // setsockopt(IP_TRANSPARENT or IPV6_TRANSPARENT) was called, or the
   // kernel socket had it at listen().
   void NoteTransparent() { transparent_.store(true, std::memory_order_relaxed); }
+  // setsockopt(SO_ZEROCOPY, on) before connect: the connection keeps
+  // kernel TCP, which alone queues MSG_ZEROCOPY completions (kZeroCopy).
+  void NoteZeroCopy() { zero_copy_.store(true, std::memory_order_relaxed); }
+  bool zero_copy() const { return zero_copy_.load(std::memory_order_relaxed); }
 
   IoOptions SendOptions() const;
   IoOptions RecvOptions() const;
@@ -146,6 +150,7 @@ class VirtualSocket {
   ListenerAttachments listeners_;
   std::unique_ptr<ConnectionEndpoints> listening_address_;  // local only
   std::atomic<bool> transparent_{false};
+  std::atomic<bool> zero_copy_{false};
   std::atomic<bool> nonblocking_;
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};
