@@ -257,12 +257,25 @@ int Connect(int port, Totals* totals) {
   return fd;
 }
 
-void ClientThread(int port, uint64_t seed, int64_t end_ns, Totals* totals) {
+// The soak's clock starts once every thread has all its connections open
+// (`ready` counts them; `end_ns` is 0 until then): the samples then compare
+// steady states.  A run slowed down by a loaded host once spent most of
+// its first quarter opening them, and that ramp read as growth (RDMA
+// descriptors 151 -> 195 while every later run sat at ~193 throughout).
+void ClientThread(int port, uint64_t seed, std::atomic<int>* ready,
+                  const std::atomic<int64_t>* end_ns, Totals* totals) {
   Rng rng(seed);
   std::vector<int> fds(kConnsPerThread, -1);
   std::vector<char> out(kMaxMessage), in(kMaxMessage);
   ByteStream data(seed ^ 0xda7a);
-  while (MonotonicNs() < end_ns && !totals->failed) {
+  for (int& fd : fds) {
+    if ((fd = Connect(port, totals)) < 0) break;
+  }
+  ready->fetch_add(1);
+  while (end_ns->load() == 0 && !totals->failed) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  while (MonotonicNs() < end_ns->load() && !totals->failed) {
     int& fd = fds[rng.Below(fds.size())];
     if (fd < 0 && (fd = Connect(port, totals)) < 0) return;
     const size_t len = rng.IoSize(kMaxMessage);
@@ -348,11 +361,17 @@ TEST_P(Soak, EchoesStayIntactAndResourcesStayFlat) {
   close(ports[0]);
 
   Totals totals;
-  const int64_t end_ns = MonotonicNs() + static_cast<int64_t>(seconds) * 1'000'000'000;
+  std::atomic<int> ready{0};
+  std::atomic<int64_t> end_at{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back(ClientThread, port, 0x50a4 + t, end_ns, &totals);
+    threads.emplace_back(ClientThread, port, 0x50a4 + t, &ready, &end_at, &totals);
   }
+  while (ready.load() < kThreads && !totals.failed) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const int64_t end_ns = MonotonicNs() + static_cast<int64_t>(seconds) * 1'000'000'000;
+  end_at.store(end_ns);
   std::vector<Sample> client, server_side;
   while (MonotonicNs() < end_ns && !totals.failed) {
     std::this_thread::sleep_for(kSampleEvery);
