@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 
 #include "base/private_fd.h"
 #include "fifo_bridge/doorbell.h"
@@ -103,12 +105,31 @@ constexpr int kHandOutWaitMs = 1000;
 // The marker tells clients the uid of the process that listened; a process
 // that accepts under another uid (nginx's workers) cannot open the offers
 // made to that uid, so it declines each at once.
+// Without a marker of its own (marker_fd -1) it only claims: another
+// process holds the marker of the same address (a listener received in an
+// SCM_RIGHTS message whose sender kept its copy, or an SO_REUSEPORT
+// sibling), and clients offer to that marker's uid, `marker_uid`.
 class ShmListener final : public ListenerAttachment {
  public:
-  explicit ShmListener(int marker_fd)
-      : marker_fd_(marker_fd), marker_uid_(::geteuid()) {}
-  ~ShmListener() override { sys::close(marker_fd_); }
-  int marker_fd() const { return marker_fd_; }
+  ShmListener(int marker_fd, uid_t marker_uid)
+      : marker_fd_(marker_fd), marker_uid_(marker_uid) {}
+  ~ShmListener() override {
+    if (marker_fd_ >= 0) sys::close(marker_fd_);
+  }
+  // -1 once passed out.
+  int marker_fd() const {
+    std::lock_guard<std::mutex> lock(marker_mu_);
+    return marker_fd_;
+  }
+
+  // The marker's name is freed for a receiver that is preloaded (its
+  // adoption binds it again); a plain one leaves clients on TCP.
+  void PassedOut() override {
+    std::lock_guard<std::mutex> lock(marker_mu_);
+    if (marker_fd_ < 0) return;
+    sys::close(marker_fd_);
+    marker_fd_ = -1;
+  }
 
   std::unique_ptr<Transport> Claim(int accepted_fd, ConnectionEndpoints* ends,
                                    Decline* decline) override {
@@ -126,11 +147,11 @@ class ShmListener final : public ListenerAttachment {
       // claims; one that probed and then chose TCP leaves a connection in
       // its backlog (SOMAXCONN), emptied here now and then.
       if (unoffered_.fetch_add(1, std::memory_order_relaxed) % kDrainEveryUnoffered == 0)
-        DrainListenerMarker(marker_fd_);
+        DrainMarker();
       *decline = {FallbackReason::kPeerNotVsocket, false};
       return nullptr;
     }
-    DrainListenerMarker(marker_fd_);
+    DrainMarker();
     uid_t euid = ::geteuid();
     return ClaimOffer(accepted_fd, key, euid, euid == marker_uid_, decline);
   }
@@ -142,7 +163,15 @@ class ShmListener final : public ListenerAttachment {
   static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, const std::string& key,
                                                uid_t euid, bool same_uid,
                                                Decline* decline);
-  const int marker_fd_;
+  void DrainMarker() {
+    // Under the lock: PassedOut must not close the number while a drain
+    // accepts on it (it could name another socket by then).
+    std::lock_guard<std::mutex> lock(marker_mu_);
+    if (marker_fd_ >= 0) DrainListenerMarker(marker_fd_);
+  }
+
+  mutable std::mutex marker_mu_;
+  int marker_fd_;           // guarded by marker_mu_; -1: none (claims only)
   const uid_t marker_uid_;  // who bound the marker (clients see this uid)
   std::atomic<uint32_t> unoffered_{0};  // connections that came without an offer
 };
@@ -353,12 +382,20 @@ class ShmTransportProvider final : public TransportProvider {
     }
     if (!kernel_listening && bound.port == 0) return nullptr;
     int fd = OpenListenerMarker(bound);
+    if (fd == -EADDRINUSE && kernel_listening) {
+      // Another process's listener already announces this address: ours
+      // shares its kernel socket (received with SCM_RIGHTS) or its port
+      // (SO_REUSEPORT).  Clients offer to that marker, so claim what
+      // arrives here, as its user.
+      ProbeResult holder = ProbeListener(bound);
+      if (holder.found) return std::make_unique<ShmListener>(-1, holder.uid);
+    }
     if (fd < 0) {
       VSOCKET_LOG(kDebug, "no listener marker for port %u: %s", bound.port,
                   strerror(-fd));
       return nullptr;
     }
-    return std::make_unique<ShmListener>(fd);
+    return std::make_unique<ShmListener>(fd, ::geteuid());
   }
 
   bool ExecDescriptors(const std::vector<std::string>& fields,
@@ -404,7 +441,7 @@ int ListenerMarkerOf(ListenerAttachment* attachment) {
 }
 
 std::unique_ptr<ListenerAttachment> AdoptListenerMarker(int marker_fd) {
-  return std::make_unique<ShmListener>(marker_fd);
+  return std::make_unique<ShmListener>(marker_fd, ::geteuid());
 }
 
 }  // namespace vsocket::fifo

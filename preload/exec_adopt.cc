@@ -20,6 +20,7 @@
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
 #include "preload/inherited_variable.h"
+#include "preload/preload_internal.h"
 #include "vsocket/log.h"
 #include "vsocket/path_selection.h"
 #include "base/real_libc.h"
@@ -184,6 +185,13 @@ const char* AdoptListener(const InheritedEntry& entry,
     }
     if (marker >= 0) sys::close(marker);  // policy: no shared memory
   }
+  RegisterListener(fds, std::move(attachments));
+  return problem;
+}
+
+}  // namespace
+
+void RegisterListener(const std::vector<int>& fds, ListenerAttachments attachments) {
   uint32_t rule_line = 0;
   AttachListeners(fds.front(), /*kernel_listening=*/true, &attachments, &rule_line);
   auto vs = std::make_shared<VirtualSocket>(SocketOption(fds.front(), SO_DOMAIN),
@@ -191,10 +199,13 @@ const char* AdoptListener(const InheritedEntry& entry,
   vs->set_rule_line(rule_line);
   vs->SetListening(std::move(attachments));
   NoteAdoptedSocket(vs, fds);
-  return problem;
 }
 
-}  // namespace
+bool AdoptReceivedListener(int fd) {
+  if (Ours(fd) || !IsListeningInetSocket(fd)) return false;
+  RegisterListener({fd}, {});
+  return true;
+}
 
 void AdoptInheritedSockets() {
   const char* value = ::getenv(kInheritedVariable);

@@ -130,14 +130,20 @@ void AppendNumbers(std::string* out, const std::vector<int>& fds) {
 
 }  // namespace
 
-void ReplaceWithResetSocket(int fd) {
+int OpenResetSocket() {
   int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
   char byte = 0;
   sys::send(sv[0], &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   sys::close(sv[1]);  // unread data: the kernel marks sv[0] ECONNRESET
-  sys::dup3(sv[0], fd, 0);
-  sys::close(sv[0]);
+  return sv[0];
+}
+
+void ReplaceWithResetSocket(int fd) {
+  int reset = OpenResetSocket();
+  if (reset < 0) return;
+  sys::dup3(reset, fd, 0);
+  sys::close(reset);
 }
 
 bool IsVsocketWaitSocket(int fd) {

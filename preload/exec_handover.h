@@ -62,6 +62,8 @@
 #include <string>
 #include <vector>
 
+#include "vsocket/path_selection.h"
+
 namespace vsocket {
 class Transport;
 class VirtualSocket;
@@ -104,10 +106,22 @@ class ExecExport {
 // Once, from the library constructor, after InitDescriptors().
 void AdoptInheritedSockets();
 
+// Makes the listening TCP socket known by `fds` (numbers of one file, the
+// first is the one to attach) a virtual socket: `attachments` as inherited
+// (may be empty); every allowed provider without one attaches afresh.
+void RegisterListener(const std::vector<int>& fds, ListenerAttachments attachments);
+// A listening TCP socket received in an SCM_RIGHTS message
+// (descriptor_passing.h): registered as a listener of this process, so
+// that its accepts claim offers.  false when `fd` is no such socket or is
+// already known.
+bool AdoptReceivedListener(int fd);
+
 // Makes `fd` a socket whose first read fails with ECONNRESET, then reads
 // return 0 and writes fail with EPIPE (what an inherited shared-memory
 // connection becomes in an image that cannot adopt it).
 void ReplaceWithResetSocket(int fd);
+// A new such socket (close-on-exec), or -1.
+int OpenResetSocket();
 // True when `fd` is a Unix datagram socket bound to a vsocket name.
 bool IsVsocketWaitSocket(int fd);
 

@@ -9,8 +9,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
 
+#include "base/user_copy_guard.h"
+#include "preload/descriptor_passing.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "base/real_libc.h"
@@ -184,13 +190,21 @@ VSP_EXPORT ssize_t recvfrom(int fd, void* buf, size_t len, int flags,
 }
 
 VSP_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
-  if (!Ours(fd)) return sys::recvmsg(fd, msg, flags);
+  if (!Ours(fd)) {
+    ssize_t n = sys::recvmsg(fd, msg, flags);
+    if (n >= 0) vsocket::preload::AdoptReceivedListeners(msg);
+    return n;
+  }
   return vsocket_recvmsg(fd, msg, flags);
 }
 
 VSP_EXPORT int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen,
                         int flags, struct timespec* timeout) {
-  if (!Ours(fd)) return sys::recvmmsg(fd, msgs, vlen, flags, timeout);
+  if (!Ours(fd)) {
+    int n = sys::recvmmsg(fd, msgs, vlen, flags, timeout);
+    for (int i = 0; i < n; ++i) vsocket::preload::AdoptReceivedListeners(&msgs[i].msg_hdr);
+    return n;
+  }
   return EmulatedRecvmmsg(fd, msgs, vlen, flags, timeout);
 }
 
@@ -206,12 +220,40 @@ VSP_EXPORT ssize_t sendto(int fd, const void* buf, size_t len, int flags,
 }
 
 VSP_EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
-  if (!Ours(fd)) return sys::sendmsg(fd, msg, flags);
+  if (!Ours(fd)) {
+    if (!vsocket::preload::MayPassVirtualSockets()) return sys::sendmsg(fd, msg, flags);
+    vsocket::preload::PassedRights rights(msg);
+    return sys::sendmsg(fd, rights.message(), flags);
+  }
   return vsocket_sendmsg(fd, msg, flags);
+}
+
+// sendmmsg on a socket of the kernel's that may pass virtual sockets: each
+// message as sendmsg would send it (descriptor_passing.h).
+static int SendmmsgPassing(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
+  if (msgs == nullptr) return real::sendmmsg(fd, msgs, vlen, flags);
+  vlen = std::min(vlen, static_cast<unsigned int>(UIO_MAXIOV));  // the kernel's cap
+  std::vector<std::unique_ptr<vsocket::preload::PassedRights>> rights;
+  bool substituted = false;
+  for (unsigned int i = 0; i < vlen; ++i) {
+    rights.push_back(std::make_unique<vsocket::preload::PassedRights>(&msgs[i].msg_hdr));
+    substituted |= rights.back()->message() != &msgs[i].msg_hdr;
+  }
+  if (!substituted) return real::sendmmsg(fd, msgs, vlen, flags);
+  std::vector<struct mmsghdr> copy(vlen);
+  if (!vsocket::GuardedUserCopy([&] { std::memcpy(copy.data(), msgs, vlen * sizeof(*msgs)); }))
+    return real::sendmmsg(fd, msgs, vlen, flags);  // the kernel's EFAULT
+  for (unsigned int i = 0; i < vlen; ++i) copy[i].msg_hdr = *rights[i]->message();
+  int n = real::sendmmsg(fd, copy.data(), vlen, flags);
+  for (int i = 0; i < n; ++i) msgs[i].msg_len = copy[i].msg_len;
+  return n;
 }
 
 VSP_EXPORT int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen,
                         int flags) {
-  if (!Ours(fd)) return real::sendmmsg(fd, msgs, vlen, flags);
+  if (!Ours(fd)) {
+    if (!vsocket::preload::MayPassVirtualSockets()) return real::sendmmsg(fd, msgs, vlen, flags);
+    return SendmmsgPassing(fd, msgs, vlen, flags);
+  }
   return EmulatedSendmmsg(fd, msgs, vlen, flags);
 }

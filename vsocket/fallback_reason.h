@@ -37,6 +37,7 @@ enum class FallbackReason {
   kLocalPortsBusy,        // no free local port to name the offer before the SYN
   kPidNamespace,          // peer in another PID namespace (host-network container)
   kZeroCopy,              // SO_ZEROCOPY: completions only kernel TCP queues
+  kDescriptorPassed,      // sent to another process in an SCM_RIGHTS message
   kCount,
 };
 

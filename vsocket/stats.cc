@@ -70,6 +70,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kLocalPortsBusy: return "local_ports_busy";
     case FallbackReason::kPidNamespace: return "pid_namespace";
     case FallbackReason::kZeroCopy: return "zerocopy";
+    case FallbackReason::kDescriptorPassed: return "descriptor_passed";
     case FallbackReason::kCount: break;
   }
   return "unknown";

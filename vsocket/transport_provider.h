@@ -88,6 +88,12 @@ class ListenerAttachment {
   virtual std::unique_ptr<Transport> Claim(int accepted_fd,
                                            ConnectionEndpoints* ends,
                                            Decline* decline) = 0;
+
+  // The listening socket was sent to another process (SCM_RIGHTS), which
+  // may accept on it without vsocket: stop announcing the fabric to new
+  // clients (they take TCP at once rather than wait for a claim that may
+  // never come), but keep claiming what this process accepts.  Any thread.
+  virtual void PassedOut() {}
 };
 
 class TransportProvider {
