@@ -26,6 +26,22 @@ bool RunInEachForkedChild(void (*hook)());
 // signal handler (a hook may start a thread).
 void RunForkedChildWork();
 
+// pthread_atfork() for vsocket's own handlers, which are also recorded, so
+// that a child made without fork() -- a raw clone without CLONE_VM, which
+// runs no fork handler (preload/interpose_clone.cc) -- gets them too: no
+// lock another thread held at the clone stays locked in that child.  Same
+// arguments and rules as pthread_atfork; at most 32 registrations (more
+// still go to pthread_atfork, unrecorded).  Any thread.
+int AtFork(void (*prepare)(), void (*parent)(), void (*child)());
+
+// Around such a clone, as fork() runs its handlers: the prepare handlers in
+// reverse order of registration before it; then, in registration order,
+// the parent handlers in the parent or the child handlers in the child
+// (followed by RunForkedChildWork there).  On the cloning thread.
+void RunPrepareHandlers();
+void RunParentHandlers();
+void RunChildHandlers();
+
 }  // namespace vsocket::sys
 
 #endif  // VSOCKET_BASE_AFTER_FORK_H_

@@ -1,4 +1,5 @@
 #include "base/pid_namespace.h"
+#include "base/after_fork.h"
 
 #include <pthread.h>
 #include <sys/stat.h>
@@ -17,7 +18,7 @@ std::atomic<uint64_t> g_pid_namespace{kUnread};
 // from this value), and never from inside a fork handler (which would
 // deadlock on glibc's atfork lock).
 const bool g_fork_hook = [] {
-  pthread_atfork(nullptr, nullptr,
+  ::vsocket::sys::AtFork(nullptr, nullptr,
                  [] { g_pid_namespace.store(kUnread, std::memory_order_release); });
   return true;
 }();

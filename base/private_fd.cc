@@ -1,4 +1,5 @@
 #include "base/private_fd.h"
+#include "base/after_fork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +40,7 @@ std::mutex& RaiseMutex() {
 // prepare handler runs after every later-registered one (which may make
 // private descriptors) and its child/parent handlers before them.
 const bool g_fork_hook = [] {
-  pthread_atfork([] { RaiseMutex().lock(); }, [] { RaiseMutex().unlock(); },
+  ::vsocket::sys::AtFork([] { RaiseMutex().lock(); }, [] { RaiseMutex().unlock(); },
                  [] { RaiseMutex().unlock(); });
   return true;
 }();

@@ -125,7 +125,7 @@ class Watcher {
 
  private:
   Watcher() {
-    pthread_atfork(nullptr, nullptr, [] { Get().ForgetParentsThread(); });
+    ::vsocket::sys::AtFork(nullptr, nullptr, [] { Get().ForgetParentsThread(); });
     sys::RunInEachForkedChild(&Watcher::ResumeInForkedChild);
   }
 

@@ -1,4 +1,5 @@
 #include "preload/descriptors.h"
+#include "base/after_fork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -123,7 +124,7 @@ void InitDescriptors() {
   St();
   InitEpollTracking();  // its fork handlers first: they run last in prepare
   g_owner_pid.store(::getpid(), std::memory_order_relaxed);
-  pthread_atfork(&AtForkPrepare, &AtForkParent, &AtForkChild);
+  ::vsocket::sys::AtFork(&AtForkPrepare, &AtForkParent, &AtForkChild);
 }
 
 void NoteVirtualFd(int fd) {

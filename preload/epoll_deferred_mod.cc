@@ -1,4 +1,5 @@
 #include "preload/epoll_deferred_mod.h"
+#include "base/after_fork.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -147,7 +148,7 @@ void ResetAllInChild() {
 }  // namespace
 
 void InitEpollDeferredMods() {
-  pthread_atfork(LockAllBeforeFork, UnlockAllInParent, ResetAllInChild);
+  ::vsocket::sys::AtFork(LockAllBeforeFork, UnlockAllInParent, ResetAllInChild);
 }
 
 bool DeferEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {

@@ -1,4 +1,5 @@
 #include "preload/epoll_tracking.h"
+#include "base/after_fork.h"
 
 #include <errno.h>
 
@@ -54,9 +55,9 @@ static void MoveRegistrationsAroundSwap(int fd, void (*swap)(void*), void* arg) 
 void InitEpollTracking() {
   T();
   SetDescriptorSwapHook(MoveRegistrationsAroundSwap);
-  pthread_atfork([] { T().mutex.lock(); }, [] { T().mutex.unlock(); },
+  ::vsocket::sys::AtFork([] { T().mutex.lock(); }, [] { T().mutex.unlock(); },
                  [] { new (&T().mutex) std::mutex(); });
-  pthread_atfork(nullptr, nullptr, ReplaceEpollUserSetsInChild);
+  ::vsocket::sys::AtFork(nullptr, nullptr, ReplaceEpollUserSetsInChild);
   InitEpollDeferredMods();
 }
 

@@ -71,6 +71,29 @@ VSP_REAL(int, close_range, (unsigned int first, unsigned int last, int flags),
          (first, last, flags))
 VSP_REAL(int, fclose, (FILE* stream), (stream))
 VSP_REAL(pid_t, fork, (void), ())
+
+long syscall6(long number, long a1, long a2, long a3, long a4, long a5, long a6) {
+  using Fn = long (*)(long, ...);
+  static std::atomic<Fn> cache{nullptr};
+  Fn fn = ::vsocket::sys::NextSymbol(&cache, "syscall");
+  if (!fn) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return fn(number, a1, a2, a3, a4, a5, a6);
+}
+
+int clone(int (*fn)(void*), void* stack, int flags, void* arg, void* parent_tid,
+          void* tls, void* child_tid) {
+  using Fn = int (*)(int (*)(void*), void*, int, void*, ...);
+  static std::atomic<Fn> cache{nullptr};
+  Fn real = ::vsocket::sys::NextSymbol(&cache, "clone");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return real(fn, stack, flags, arg, parent_tid, tls, child_tid);
+}
 VSP_REAL(int, execve, (const char* path, char* const argv[], char* const envp[]),
          (path, argv, envp))
 VSP_REAL(int, execvp, (const char* file, char* const argv[]), (file, argv))

@@ -48,6 +48,9 @@ void closefrom(int lowfd);
 FILE* fdopen(int fd, const char* mode);
 int fclose(FILE* stream);
 pid_t fork(void);
+long syscall6(long number, long a1, long a2, long a3, long a4, long a5, long a6);
+int clone(int (*fn)(void*), void* stack, int flags, void* arg, void* parent_tid,
+          void* tls, void* child_tid);
 int execve(const char* path, char* const argv[], char* const envp[]);
 int execvp(const char* file, char* const argv[]);
 int execvpe(const char* file, char* const argv[], char* const envp[]);

@@ -1,4 +1,5 @@
 #include "rdma_backend/rdma_acceptor.h"
+#include "base/after_fork.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -360,7 +361,7 @@ int StartRdmaListener(int listen_fd) {
   }
   static std::once_flag fork_handler;
   std::call_once(fork_handler, [] {
-    pthread_atfork(nullptr, &StopAllListenersAfterFork, nullptr);
+    ::vsocket::sys::AtFork(nullptr, &StopAllListenersAfterFork, nullptr);
   });
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_listeners == nullptr || g_owner_pid != ::getpid()) {

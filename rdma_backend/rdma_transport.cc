@@ -1,4 +1,5 @@
 #include "rdma_backend/rdma_transport.h"
+#include "base/after_fork.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -53,7 +54,7 @@ std::atomic<uint64_t> g_fork_generation{0};
 void InstallForkHandler() {
   static std::once_flag once;
   std::call_once(once, [] {
-    pthread_atfork(nullptr, nullptr, [] {
+    ::vsocket::sys::AtFork(nullptr, nullptr, [] {
       g_fork_generation.fetch_add(1, std::memory_order_relaxed);
       g_deferred = new DeferredList();  // see DeferredList
       g_deferred_count.store(0, std::memory_order_relaxed);

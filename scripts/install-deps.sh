@@ -27,7 +27,7 @@ if [[ $args == *" --ccache "* ]]; then
 fi
 if [[ $args == *" --apps "* ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached
-             libmemcached-tools python3-torch)
+             libmemcached-tools python3-torch vsftpd)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -1,4 +1,5 @@
 #include "toe_backend/cork_list.h"
+#include "base/after_fork.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -206,7 +207,7 @@ void InstallHandlersOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::atexit(FlushAllAtExit);
-    pthread_atfork(nullptr, nullptr, [] {
+    ::vsocket::sys::AtFork(nullptr, nullptr, [] {
       List* fresh = new List();
       fresh->before_fork = g_list;
       g_list = fresh;

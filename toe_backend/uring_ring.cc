@@ -1,4 +1,5 @@
 #include "toe_backend/uring_ring.h"
+#include "base/after_fork.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -220,8 +221,8 @@ UringSupport Probe() {
   t.ring = ring;
   t.made = true;
   t.generation = g_fork_generation.load(std::memory_order_relaxed);
-  if (s.sqpoll) pthread_atfork(&LockSqThread, &UnlockSqThread, &AfterForkInChild);
-  else pthread_atfork(nullptr, nullptr, &CountFork);
+  if (s.sqpoll) ::vsocket::sys::AtFork(&LockSqThread, &UnlockSqThread, &AfterForkInChild);
+  else ::vsocket::sys::AtFork(nullptr, nullptr, &CountFork);
   return s;
 }
 

@@ -1,4 +1,5 @@
 #include "vsocket/connection_history.h"
+#include "base/after_fork.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -69,7 +70,7 @@ ConnectionHistory& ProcessConnectionHistory() {
   // Never destroyed: sockets close from atexit handlers too.
   static ConnectionHistory* history = [] {
     auto* h = new ConnectionHistory(GetConfig().short_calls, kShortStreak, 4096);
-    pthread_atfork([] { ProcessConnectionHistory().LockForFork(); },
+    ::vsocket::sys::AtFork([] { ProcessConnectionHistory().LockForFork(); },
                    [] { ProcessConnectionHistory().UnlockAfterFork(); },
                    [] { ProcessConnectionHistory().UnlockAfterFork(); });
     return h;

@@ -38,6 +38,7 @@ enum class FallbackReason {
   kPidNamespace,          // peer in another PID namespace (host-network container)
   kZeroCopy,              // SO_ZEROCOPY: completions only kernel TCP queues
   kDescriptorPassed,      // sent to another process in an SCM_RIGHTS message
+  kClone,                 // a raw clone() child shares it, unseen by fork handlers
   kCount,
 };
 

@@ -1,4 +1,5 @@
 #include "vsocket/live_stats.h"
+#include "base/after_fork.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -404,7 +405,7 @@ LiveHeader* LiveStatsHeader() {
   Page& page = ThePage();
   if (LiveHeader* h = page.header.load(std::memory_order_acquire)) [[likely]] return h;
   static std::once_flag fork_hook;
-  std::call_once(fork_hook, [] { pthread_atfork(nullptr, nullptr, ChildAfterFork); });
+  std::call_once(fork_hook, [] { ::vsocket::sys::AtFork(nullptr, nullptr, ChildAfterFork); });
   std::lock_guard<std::mutex> lock(page.mu);
   if (!page.header.load(std::memory_order_relaxed)) MakePage(page);
   return page.header.load(std::memory_order_relaxed);

@@ -1,4 +1,5 @@
 #include "vsocket/poller_slots.h"
+#include "base/after_fork.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -15,7 +16,7 @@ std::atomic<int> g_spinning{0};
 int Slots() {
   static const int slots = [] {
     // The parent's spinning threads do not exist in a child.
-    pthread_atfork(nullptr, nullptr,
+    ::vsocket::sys::AtFork(nullptr, nullptr,
                    [] { g_spinning.store(0, std::memory_order_relaxed); });
     if (GetConfig().spin_threads != 0)
       return static_cast<int>(GetConfig().spin_threads);

@@ -1,4 +1,5 @@
 #include "vsocket/socket_table.h"
+#include "base/after_fork.h"
 
 #include <pthread.h>
 #include <sys/resource.h>
@@ -19,7 +20,7 @@ namespace {
 class SocketTable {
  public:
   SocketTable() {
-    pthread_atfork(&SocketTable::Prepare, &SocketTable::Parent,
+    ::vsocket::sys::AtFork(&SocketTable::Prepare, &SocketTable::Parent,
                    &SocketTable::Child);
     StatsInstallExitHook();
   }

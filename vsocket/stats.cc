@@ -71,6 +71,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kPidNamespace: return "pid_namespace";
     case FallbackReason::kZeroCopy: return "zerocopy";
     case FallbackReason::kDescriptorPassed: return "descriptor_passed";
+    case FallbackReason::kClone: return "clone";
     case FallbackReason::kCount: break;
   }
   return "unknown";

@@ -1,4 +1,5 @@
 #include "vsocket/user_space_holds.h"
+#include "base/after_fork.h"
 
 #include <pthread.h>
 
@@ -24,7 +25,7 @@ struct Holds {
 Holds& H() {
   static Holds* holds = [] {
     auto* h = new Holds();  // never destroyed: used from exit paths
-    pthread_atfork([] { H().mutex.lock(); }, [] { H().mutex.unlock(); },
+    ::vsocket::sys::AtFork([] { H().mutex.lock(); }, [] { H().mutex.unlock(); },
                    [] { new (&H().mutex) std::mutex(); });
     return h;
   }();
