@@ -99,21 +99,6 @@ void ReleaseForExec(int fd, bool shared_memory, FallbackReason reason) {
   if (inherited && IsUnixSocket(fd)) ReplaceWithResetSocket(fd);
 }
 
-// A connection with bytes it has not read yet moves first: as the side
-// that starts a move, its peer resends them over TCP.  (When both ends of
-// a connection are in this process, the end that only follows would have
-// to read them from the ring, which the new image cannot.)
-bool HasUnreadBytes(int fd) {
-  auto vs = LookupSocket(fd);
-  if (!vs || vs->state() != VirtualSocket::State::kConnected) return false;
-  Transport* t = vs->TransportFinishingConnect(fd);
-  int saved = errno;
-  bool unread = t && !(t->capabilities() & kCapKernelStream) &&
-                t->ReadableBytes() > 0;
-  errno = saved;
-  return unread;
-}
-
 bool AnyStdio(const std::vector<int>& fds) {
   for (int fd : fds) {
     if (fd <= 2) return true;
@@ -176,7 +161,7 @@ void ExecExport::Prepare(char* const* envp) {
     for (int pass = shared_memory ? 1 : 0; pass < 2; ++pass) {
       for (int fd = 0; fd <= highest; ++fd) {
         if (!Ours(fd) || !LookupSocket(fd)) continue;
-        if (pass == 0 && !HasUnreadBytes(fd)) continue;
+        if (pass == 0 && !HasUnreadRingBytes(fd)) continue;
         ReleaseForExec(fd, shared_memory, FallbackReason::kExecNotPreloaded);
       }
     }
@@ -202,7 +187,7 @@ void ExecExport::Prepare(char* const* envp) {
     if (fd_flags >= 0 && !(fd_flags & FD_CLOEXEC)) g.inherited.push_back(fd);
   }
   std::stable_partition(groups.begin(), groups.end(), [](const Group& g) {
-    return HasUnreadBytes(g.all.front());
+    return HasUnreadRingBytes(g.all.front());
   });
   for (Group& g : groups) {
     // A connection the new image gets as 0, 1 or 2 is for its stdio, which

@@ -12,7 +12,8 @@
 // never resets the other.  And vsocket's own fork handlers run around the
 // clone (base/after_fork.h, AtFork): a lock one of vsocket's threads held
 // at that moment would otherwise stay locked in the child for ever (the
-// liveness watcher's, seen in a child's first close).  A clone with
+// liveness watcher's, seen in a child's first close).  The clone also waits
+// for any vsocket thread still being created to run (background_thread.h).  A clone with
 // CLONE_VM (a thread; vfork) shares the parent's tables and needs nothing.
 //
 // Not seen: a clone system call made without libc (inline assembly, a
@@ -35,6 +36,7 @@
 #include "preload/move_to_tcp.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
+#include "vsocket/background_thread.h"
 #include "vsocket/fallback_reason.h"
 
 namespace vsocket::preload {
@@ -44,12 +46,7 @@ namespace {
 // to kernel TCP.  Numbers that are not connections are left alone.
 void MoveConnectionsBeforeClone(uint64_t flags) {
   if ((flags & CLONE_VM) || HighestVirtualFd() < 0 || SharesParentMemory()) return;
-  int saved = errno;
-  int highest = HighestVirtualFd();
-  for (int fd = 0; fd <= highest; ++fd) {
-    if (Ours(fd)) MoveConnectionToKernelTcp(fd, FallbackReason::kClone);
-  }
-  errno = saved;
+  MoveConnectionsToKernelTcp([](int) { return true; }, FallbackReason::kClone);
 }
 
 // clone3's flags, or CLONE_VM (do nothing) when they cannot be read: the
@@ -66,8 +63,17 @@ uint64_t Clone3Flags(const void* args, long size) {
 
 // Runs `clone_call` (which returns 0 in the child) between vsocket's fork
 // handlers, as fork() would.  errno is the call's.
+// A thread being created when fork() runs is not the child's business, but
+// its count would stay up in the child for ever.
+const bool g_reset_starting_in_child = [] {
+  sys::AtFork(nullptr, nullptr,
+              [] { g_background_threads_starting.store(0, std::memory_order_relaxed); });
+  return true;
+}();
+
 template <typename Call>
 long CloneWithForkHandlers(Call clone_call) {
+  WaitForBackgroundThreadsToStart(1000);
   sys::RunPrepareHandlers();
   long ret = clone_call();
   int saved = errno;

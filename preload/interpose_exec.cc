@@ -25,8 +25,8 @@
 // over or released, and the only step is the replacement by a reset socket
 // (the descriptor table is the child's own); nothing allocates there.
 // posix_spawn(), system() and popen() run exec inside libc where it cannot
-// be seen: inherited shared-memory sockets are then not replaced (see
-// docs/COMPATIBILITY.md).
+// be seen: interpose_spawn.cc moves what they may pass on to kernel TCP
+// before the call.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>

@@ -54,4 +54,28 @@ bool MoveConnectionToKernelTcp(int fd, FallbackReason reason) {
   return moved;
 }
 
+bool HasUnreadRingBytes(int fd) {
+  auto vs = LookupSocket(fd);
+  if (!vs || vs->state() != VirtualSocket::State::kConnected) return false;
+  Transport* t = vs->TransportFinishingConnect(fd);
+  int saved = errno;
+  bool unread = t && !(t->capabilities() & kCapKernelStream) && t->ReadableBytes() > 0;
+  errno = saved;
+  return unread;
+}
+
+void MoveConnectionsToKernelTcp(bool (*include)(int fd), FallbackReason reason) {
+  int highest = HighestVirtualFd();
+  if (highest < 0) return;
+  int saved = errno;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int fd = 0; fd <= highest; ++fd) {
+      if (!MaybeVirtualFd(fd) || !include(fd)) continue;
+      if (pass == 0 && !HasUnreadRingBytes(fd)) continue;
+      MoveConnectionToKernelTcp(fd, reason);
+    }
+  }
+  errno = saved;
+}
+
 }  // namespace vsocket::preload

@@ -21,6 +21,18 @@ namespace vsocket::preload {
 // changed, or the connection was reset).
 bool MoveConnectionToKernelTcp(int fd, FallbackReason reason);
 
+// True when `fd` is a connection not on kernel TCP with bytes in its
+// receive ring that it has not read.
+bool HasUnreadRingBytes(int fd);
+
+// Moves every connection among this process's numbers for which
+// `include(fd)` is true, those with unread bytes first: the end that
+// starts a move leaves its unread bytes for its peer to send again over
+// TCP, and when both ends are in this process the other end is such a
+// peer; an end that only follows would have to read them from the ring
+// before its number could name TCP.
+void MoveConnectionsToKernelTcp(bool (*include)(int fd), FallbackReason reason);
+
 }  // namespace vsocket::preload
 
 #endif  // VSOCKET_PRELOAD_MOVE_TO_TCP_H_

@@ -39,6 +39,7 @@ enum class FallbackReason {
   kZeroCopy,              // SO_ZEROCOPY: completions only kernel TCP queues
   kDescriptorPassed,      // sent to another process in an SCM_RIGHTS message
   kClone,                 // a raw clone() child shares it, unseen by fork handlers
+  kSpawn,                 // posix_spawn/system/popen: inherited by an exec libc hides
   kCount,
 };
 

@@ -72,6 +72,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kZeroCopy: return "zerocopy";
     case FallbackReason::kDescriptorPassed: return "descriptor_passed";
     case FallbackReason::kClone: return "clone";
+    case FallbackReason::kSpawn: return "spawn";
     case FallbackReason::kCount: break;
   }
   return "unknown";

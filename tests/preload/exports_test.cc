@@ -40,7 +40,8 @@ TEST(Exports, OnlyTheInterposedSymbols) {
       "pselect", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "__read_chk", "__recv_chk", "__recvfrom_chk",
       "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle",
       "fexecve", "execveat", "sigaction", "signal", "bsd_signal",
-      "siginterrupt", "_exit", "_Exit", "fork", "syscall", "clone"};
+      "siginterrupt", "_exit", "_Exit", "fork", "syscall", "clone",
+      "posix_spawn", "posix_spawnp", "system", "popen"};
   EXPECT_EQ(defined, expected);
 }
 

@@ -1,0 +1,84 @@
+/* A connection inherited through posix_spawn (file actions put it on the
+ * child's stdin and stdout), system() and popen(): libc runs exec where no
+ * interposer sees it, yet the new program (/bin/sh) must read and write
+ * the connection as on kernel TCP, including bytes that arrived before
+ * the spawn.
+ * usage: spawn_inherit */
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "ptest.h"
+
+extern char** environ;
+
+static void expect_line(int c, const char* want) {
+  char buf[64];
+  size_t len = strlen(want);
+  read_exact(c, buf, len);
+  buf[len] = 0;
+  if (strcmp(buf, want) != 0) {
+    fprintf(stderr, "FAIL got '%s' want '%s'\n", buf, want);
+    exit(1);
+  }
+}
+
+int main(void) {
+  ptest_start(30);
+  signal(SIGPIPE, SIG_IGN);
+  char cmd[128];
+
+  /* posix_spawn, the connection on 0 and 1 by file actions (close-on-exec
+   * itself, as a careful server keeps it). */
+  int c, s;
+  make_pair(&c, &s);
+  CHECK(fcntl(s, F_SETFD, FD_CLOEXEC) == 0);
+  write_all(c, "x", 1); /* the connection is in use before the spawn */
+  char b;
+  read_exact(s, &b, 1);
+  write_all(c, "hello\n", 6); /* waits, unread, across the spawn */
+  posix_spawn_file_actions_t fa;
+  CHECK(posix_spawn_file_actions_init(&fa) == 0);
+  CHECK(posix_spawn_file_actions_adddup2(&fa, s, 0) == 0);
+  CHECK(posix_spawn_file_actions_adddup2(&fa, s, 1) == 0);
+  char* argv[] = {"sh", "-c", "read line; echo \"got $line\"", NULL};
+  pid_t pid;
+  CHECK(posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  expect_line(c, "got hello\n");
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  write_all(s, "parent\n", 7); /* the parent's own number still works */
+  expect_line(c, "parent\n");
+  CHECK(close(s) == 0);
+  CHECK(wait_for(c, POLLIN, 5000) & POLLIN);
+  CHECK_EQ(read(c, &b, 1), 0);
+  CHECK(close(c) == 0);
+
+  /* system(): the shell writes to the inherited number. */
+  make_pair(&c, &s);
+  write_all(c, "x", 1);
+  read_exact(s, &b, 1);
+  snprintf(cmd, sizeof(cmd), "printf 'from system\\n' >&%d", s);
+  CHECK_EQ(system(cmd), 0);
+  expect_line(c, "from system\n");
+  CHECK(close(s) == 0);
+  CHECK(close(c) == 0);
+
+  /* popen(): the same, with a pipe beside it. */
+  make_pair(&c, &s);
+  write_all(c, "x", 1);
+  read_exact(s, &b, 1);
+  snprintf(cmd, sizeof(cmd), "printf 'from popen\\n' >&%d; echo done", s);
+  FILE* f = popen(cmd, "r");
+  CHECK(f != NULL);
+  char line[32];
+  CHECK(fgets(line, sizeof(line), f) != NULL);
+  CHECK(strcmp(line, "done\n") == 0);
+  CHECK(pclose(f) == 0);
+  expect_line(c, "from popen\n");
+  CHECK(close(s) == 0);
+  CHECK(close(c) == 0);
+
+  printf("PASS\n");
+  return 0;
+}
