@@ -47,30 +47,37 @@ void MoveInheritedConnections(bool every) {
 
 using vsocket::preload::MoveInheritedConnections;
 
+namespace {
+
+using SpawnFn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
+                        const posix_spawnattr_t*, char* const*, char* const*);
+
+// posix_spawn and posix_spawnp: `real` caches libc's `name`.
+int Spawn(std::atomic<SpawnFn>* real, const char* name, pid_t* pid, const char* file,
+          const posix_spawn_file_actions_t* actions, const posix_spawnattr_t* attr,
+          char* const argv[], char* const envp[]) {
+  SpawnFn fn = vsocket::sys::NextSymbol(real, name);
+  if (!fn) return ENOSYS;
+  MoveInheritedConnections(actions != nullptr);
+  return fn(pid, file, actions, attr, argv, envp);
+}
+
+}  // namespace
+
 VSP_EXPORT int posix_spawn(pid_t* pid, const char* path,
                            const posix_spawn_file_actions_t* actions,
                            const posix_spawnattr_t* attr, char* const argv[],
                            char* const envp[]) {
-  using Fn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
-                     const posix_spawnattr_t*, char* const*, char* const*);
-  static std::atomic<Fn> real{nullptr};
-  Fn fn = vsocket::sys::NextSymbol(&real, "posix_spawn");
-  if (!fn) return ENOSYS;
-  MoveInheritedConnections(actions != nullptr);
-  return fn(pid, path, actions, attr, argv, envp);
+  static std::atomic<SpawnFn> real{nullptr};
+  return Spawn(&real, "posix_spawn", pid, path, actions, attr, argv, envp);
 }
 
 VSP_EXPORT int posix_spawnp(pid_t* pid, const char* file,
                             const posix_spawn_file_actions_t* actions,
                             const posix_spawnattr_t* attr, char* const argv[],
                             char* const envp[]) {
-  using Fn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
-                     const posix_spawnattr_t*, char* const*, char* const*);
-  static std::atomic<Fn> real{nullptr};
-  Fn fn = vsocket::sys::NextSymbol(&real, "posix_spawnp");
-  if (!fn) return ENOSYS;
-  MoveInheritedConnections(actions != nullptr);
-  return fn(pid, file, actions, attr, argv, envp);
+  static std::atomic<SpawnFn> real{nullptr};
+  return Spawn(&real, "posix_spawnp", pid, file, actions, attr, argv, envp);
 }
 
 VSP_EXPORT int system(const char* command) {
