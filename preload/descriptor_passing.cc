@@ -27,7 +27,6 @@ constexpr int kMaxPassed = 253;
 struct PassedFds {
   int fds[kMaxPassed];
   int count = 0;
-  size_t control_len = 0;  // of the message, as read
 };
 
 // Calls `each(fd)` for every descriptor of the SCM_RIGHTS messages in
@@ -61,7 +60,6 @@ bool ReadPassedFds(const struct msghdr* msg, PassedFds* out) {
     const char* control = static_cast<const char*>(msg->msg_control);
     size_t len = msg->msg_controllen;
     if (control == nullptr) return;
-    out->control_len = len;
     ForEachRight(control, len, [&](int fd, const unsigned char*) {
       if (out->count < kMaxPassed) out->fds[out->count++] = fd;
     });

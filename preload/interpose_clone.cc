@@ -45,7 +45,7 @@ namespace {
 // Before a clone without CLONE_VM: every connection of this process moves
 // to kernel TCP.  Numbers that are not connections are left alone.
 void MoveConnectionsBeforeClone(uint64_t flags) {
-  if ((flags & CLONE_VM) || HighestVirtualFd() < 0 || SharesParentMemory()) return;
+  if (flags & CLONE_VM) return;
   MoveConnectionsToKernelTcp([](int) { return true; }, FallbackReason::kClone);
 }
 

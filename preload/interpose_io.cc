@@ -233,6 +233,14 @@ VSP_EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
 static int SendmmsgPassing(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
   if (msgs == nullptr) return real::sendmmsg(fd, msgs, vlen, flags);
   vlen = std::min(vlen, static_cast<unsigned int>(UIO_MAXIOV));  // the kernel's cap
+  // Datagram senders batch here: without control data there is nothing to
+  // pass, and no message needs its own look (nor an allocation).
+  bool control = false;
+  vsocket::InstallUserCopyGuard();
+  vsocket::GuardedUserCopy([&] {
+    for (unsigned int i = 0; i < vlen && !control; ++i) control = msgs[i].msg_hdr.msg_controllen != 0;
+  });
+  if (!control) return real::sendmmsg(fd, msgs, vlen, flags);
   std::vector<std::unique_ptr<vsocket::preload::PassedRights>> rights;
   bool substituted = false;
   for (unsigned int i = 0; i < vlen; ++i) {

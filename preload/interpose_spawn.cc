@@ -38,7 +38,6 @@ bool Any(int) { return true; }
 
 // `every`: move close-on-exec connections too.
 void MoveInheritedConnections(bool every) {
-  if (HighestVirtualFd() < 0 || SharesParentMemory()) return;
   MoveConnectionsToKernelTcp(every ? &Any : &Inherited, FallbackReason::kSpawn);
 }
 

@@ -66,7 +66,7 @@ bool HasUnreadRingBytes(int fd) {
 
 void MoveConnectionsToKernelTcp(bool (*include)(int fd), FallbackReason reason) {
   int highest = HighestVirtualFd();
-  if (highest < 0) return;
+  if (highest < 0 || SharesParentMemory()) return;
   int saved = errno;
   for (int pass = 0; pass < 2; ++pass) {
     for (int fd = 0; fd <= highest; ++fd) {

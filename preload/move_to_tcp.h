@@ -30,7 +30,7 @@ bool HasUnreadRingBytes(int fd);
 // starts a move leaves its unread bytes for its peer to send again over
 // TCP, and when both ends are in this process the other end is such a
 // peer; an end that only follows would have to read them from the ring
-// before its number could name TCP.
+// before its number could name TCP.  Nothing in a vfork child.
 void MoveConnectionsToKernelTcp(bool (*include)(int fd), FallbackReason reason);
 
 }  // namespace vsocket::preload
