@@ -16,6 +16,7 @@
 // Each direction's bytes thus arrive once, in order: ring first, then TCP.
 #include <errno.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -76,8 +77,9 @@ uint64_t ShmTransport::SendRingBytesToTcp(const uint8_t* data, uint64_t from,
       sys::poll(&pfd, 1, 100);
       continue;
     }
-    VSOCKET_LOG(kWarn, "could not resend %llu ring bytes into TCP",
-                static_cast<unsigned long long>(to - at));
+    VSOCKET_LOG(kWarn, "could not resend %llu ring bytes into TCP: %s",
+                static_cast<unsigned long long>(to - at),
+                n == 0 ? "no progress" : strerror(errno));
     break;
   }
   return at - from;

@@ -7,8 +7,7 @@
 // table's holder counts, the locks reset in the child) run inside the real
 // fork() as before.
 //
-// vfork() is not interposed (a wrapper's return would pull the stack from
-// under the child), and neither it, _Fork() nor a raw clone() runs fork
+// vfork() (interpose_vfork.cc), _Fork() and a raw clone() run no fork
 // handlers: there is then nothing to resume.
 #include <sys/types.h>
 #include <unistd.h>

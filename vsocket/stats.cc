@@ -73,6 +73,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kDescriptorPassed: return "descriptor_passed";
     case FallbackReason::kClone: return "clone";
     case FallbackReason::kSpawn: return "spawn";
+    case FallbackReason::kVfork: return "vfork";
     case FallbackReason::kCount: break;
   }
   return "unknown";

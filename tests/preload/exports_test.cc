@@ -41,7 +41,7 @@ TEST(Exports, OnlyTheInterposedSymbols) {
       "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle",
       "fexecve", "execveat", "sigaction", "signal", "bsd_signal",
       "siginterrupt", "_exit", "_Exit", "fork", "syscall", "clone",
-      "posix_spawn", "posix_spawnp", "system", "popen"};
+      "posix_spawn", "posix_spawnp", "system", "popen", "vfork"};
   EXPECT_EQ(defined, expected);
 }
 

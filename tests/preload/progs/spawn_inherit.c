@@ -2,7 +2,7 @@
  * child's stdin and stdout), system() and popen(): libc runs exec where no
  * interposer sees it, yet the new program (/bin/sh) must read and write
  * the connection as on kernel TCP, including bytes that arrived before
- * the spawn.
+ * the spawn.  And vfork() followed by exec in the child.
  * usage: spawn_inherit */
 #include <spawn.h>
 #include <sys/wait.h>
@@ -76,6 +76,28 @@ int main(void) {
   CHECK(strcmp(line, "done\n") == 0);
   CHECK(pclose(f) == 0);
   expect_line(c, "from popen\n");
+  CHECK(close(s) == 0);
+  CHECK(close(c) == 0);
+
+  /* vfork() + exec: the child dup2()s a close-on-exec connection onto
+   * its stdin and stdout, as a shell or a server's helper does, with a
+   * byte waiting unread across the vfork. */
+  make_pair(&c, &s);
+  CHECK(fcntl(s, F_SETFD, FD_CLOEXEC) == 0);
+  write_all(c, "x", 1);
+  read_exact(s, &b, 1);
+  write_all(c, "vforked\n", 8);
+  pid = vfork();
+  if (pid == 0) {
+    if (dup2(s, 0) != 0 || dup2(s, 1) != 1) _exit(126);
+    execl("/bin/sh", "sh", "-c", "read line; echo \"got $line\"", (char*)NULL);
+    _exit(127);
+  }
+  CHECK(pid > 0);
+  expect_line(c, "got vforked\n");
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  write_all(s, "parent\n", 7);
+  expect_line(c, "parent\n");
   CHECK(close(s) == 0);
   CHECK(close(c) == 0);
 
