@@ -36,6 +36,8 @@ namespace sys = ::vsocket::sys;
 
 namespace {
 
+// How long a resend waits for a peer that reads nothing before the stream
+// ends in a reset (the caller blocks meanwhile, whatever its O_NONBLOCK).
 constexpr int64_t kResendGiveUpNs = 10 * 1000000000ll;
 
 uint32_t MovedBy(ShmTransport::Role role) {
@@ -77,9 +79,26 @@ uint64_t ShmTransport::SendRingBytesToTcp(const uint8_t* data, uint64_t from,
       sys::poll(&pfd, 1, 100);
       continue;
     }
-    VSOCKET_LOG(kWarn, "could not resend %llu ring bytes into TCP: %s",
+    int err = n < 0 ? errno : 0;
+    if (err == ECONNRESET || err == EPIPE) {
+      // The TCP connection is gone: nobody could read these bytes, on TCP
+      // either.  A reset this send took from the kernel is the program's
+      // to see (the successor reports it), never an end of stream.
+      if (err == ECONNRESET)
+        side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+      VSOCKET_LOG(kInfo, "%llu ring bytes not resent: the TCP connection was reset",
+                  static_cast<unsigned long long>(to - at));
+      break;
+    }
+    // The peer took nothing for kResendGiveUpNs (or the socket failed):
+    // the stream cannot go on without a hole, so it ends in a reset both
+    // programs see (tcp_disconnect sends RST and leaves ECONNRESET here).
+    VSOCKET_LOG(kWarn, "could not resend %llu ring bytes into TCP (%s): connection reset",
                 static_cast<unsigned long long>(to - at),
-                n == 0 ? "no progress" : strerror(errno));
+                err ? strerror(err) : "no progress");
+    struct sockaddr unspec = {};
+    unspec.sa_family = AF_UNSPEC;
+    sys::connect(tcp_fd_, &unspec, sizeof(unspec));
     break;
   }
   return at - from;

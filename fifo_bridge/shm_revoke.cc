@@ -63,7 +63,12 @@ void ShmTransport::CheckLiveness() {
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
     return;
   if (WeMovedToTcp()) return;  // TCP carries the stream now
+  // The look took the kernel's socket error (sock_error clears it): where
+  // TCP is to carry the stream, the program must still see it (a reset is
+  // not an end of stream), so it waits in pending_error for the successor.
+  int tcp_errno = n < 0 ? errno : 0;
   if (PeerMovedToTcp()) {
+    if (tcp_errno) side_->pending_error.store(tcp_errno, std::memory_order_relaxed);
     // TCP carries the stream now: its bytes and its end are data.
     FollowPeerToTcp();
     return;
@@ -78,6 +83,7 @@ void ShmTransport::CheckLiveness() {
   }
   // EOF or a socket error: the peer's process has gone (or closed).
   if (!IsClaimed()) {
+    if (tcp_errno) side_->pending_error.store(tcp_errno, std::memory_order_relaxed);
     MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
     return;
   }
@@ -132,7 +138,8 @@ bool ShmTransport::RetireHere(FallbackReason reason) {
   doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
   // The TCP socket stays ours (tcp_fd_, closed by Release); the successor
   // names it by the user's number, which the socket layer owns.
-  Retire(TcpTransport::AfterSwap(swap.user, reason));
+  Retire(TcpTransport::AfterSwap(
+      swap.user, reason, side_->pending_error.exchange(0, std::memory_order_relaxed)));
   return true;
 }
 

@@ -249,6 +249,8 @@ class ShmTransport final : public Transport,
   ssize_t SendOnTcp(const struct iovec* iov, int iovcnt, size_t skip);
   // Writes ring bytes [from, to) of `data` (a ring of `capacity` bytes)
   // into TCP, waiting for room for up to 10 s.  Returns the bytes written.
+  // Never a silent hole: a reset the send meets goes to pending_error (the
+  // program sees it), and one it gives up on resets the TCP connection.
   uint64_t SendRingBytesToTcp(const uint8_t* data, uint64_t from, uint64_t to);
 
   // ---- StreamSteps (vsocket/stream_io.h): SendMsg/RecvMsg ----

@@ -468,9 +468,12 @@ int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
       vsocket::GetDeferAccept(*vs, val, len, &rc))
     return rc;
   Transport* t = vs->TransportFinishingConnect(fd);
-  if (t && level == SOL_SOCKET && name == SO_ERROR &&
-      !(t->capabilities() & vsocket::kCapKernelStream)) {
-    if (!val || !len || *len < sizeof(int)) {
+  // On kernel TCP too: a transport that moved there may have taken the
+  // kernel's error first and hands it on (TcpTransport::AfterSwap).
+  bool kernel_stream = t && (t->capabilities() & vsocket::kCapKernelStream);
+  bool whole_int = val && len && *len >= sizeof(int);
+  if (t && level == SOL_SOCKET && name == SO_ERROR && (!kernel_stream || whole_int)) {
+    if (!whole_int) {
       errno = EINVAL;
       return -1;
     }

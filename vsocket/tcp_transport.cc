@@ -10,12 +10,31 @@ namespace vsocket {
 
 ssize_t TcpTransport::SendMsg(const struct msghdr* msg, int flags,
                               const IoOptions&) {
+  if (pending_error_.load(std::memory_order_relaxed) != 0) {
+    if (int err = pending_error_.exchange(0)) {
+      errno = err;
+      return -1;
+    }
+  }
   ssize_t n = sys::sendmsg(fd_, msg, flags);
   if (n > 0) StatsBytesSent(live_slot(), TransportKind::kTcp, static_cast<uint64_t>(n));
   return n;
 }
 
 ssize_t TcpTransport::RecvMsg(struct msghdr* msg, int flags, const IoOptions&) {
+  if (pending_error_.load(std::memory_order_relaxed) != 0) {
+    // As tcp_recvmsg: bytes that arrived before the error are read first.
+    ssize_t n = sys::recvmsg(fd_, msg, flags | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+      if (n > 0 && !(flags & MSG_PEEK))
+        StatsBytesReceived(live_slot(), TransportKind::kTcp, static_cast<uint64_t>(n));
+      return n;
+    }
+    if (int err = pending_error_.exchange(0)) {
+      errno = err;
+      return -1;
+    }
+  }
   ssize_t n = sys::recvmsg(fd_, msg, flags);
   if (n > 0 && !(flags & MSG_PEEK))
     StatsBytesReceived(live_slot(), TransportKind::kTcp, static_cast<uint64_t>(n));
@@ -31,9 +50,11 @@ int TcpTransport::ReadableBytes() {
 }
 
 std::unique_ptr<TcpTransport> TcpTransport::AfterSwap(int fd,
-                                                     FallbackReason reason) {
+                                                     FallbackReason reason,
+                                                     int pending_error) {
   auto t = std::make_unique<TcpTransport>(fd, reason);
   t->swapped_at_ns_ = MonotonicNs();
+  t->pending_error_.store(pending_error, std::memory_order_relaxed);
   return t;
 }
 
@@ -48,6 +69,7 @@ bool TcpTransport::DropStaleWakeup() {
 }
 
 int TcpTransport::TakeError() {
+  if (int pending = pending_error_.exchange(0)) return pending;
   int err = 0;
   socklen_t len = sizeof(err);
   if (sys::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;

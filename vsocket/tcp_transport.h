@@ -4,6 +4,7 @@
 #ifndef VSOCKET_VSOCKET_TCP_TRANSPORT_H_
 #define VSOCKET_VSOCKET_TCP_TRANSPORT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -20,7 +21,12 @@ class TcpTransport final : public Transport {
   // user's number `fd` with dup3 (a fallback).  A poll or select that was
   // asleep on the old file at that moment was woken on purpose and reports
   // the number readable; DropStaleWakeup() then asks the TCP socket.
-  static std::unique_ptr<TcpTransport> AfterSwap(int fd, FallbackReason reason);
+  // `pending_error` (0: none) is a socket error the predecessor took from
+  // the kernel (a look at the TCP socket, a resend) before the program
+  // saw it: it is reported once, as the kernel's sock_error() would have,
+  // by the next send, by a receive that finds nothing queued, or SO_ERROR.
+  static std::unique_ptr<TcpTransport> AfterSwap(int fd, FallbackReason reason,
+                                                 int pending_error = 0);
 
   TransportKind kind() const override { return TransportKind::kTcp; }
   uint32_t capabilities() const override { return kCapKernelStream; }
@@ -43,6 +49,7 @@ class TcpTransport final : public Transport {
   int fd_;
   FallbackReason reason_;
   int64_t swapped_at_ns_ = 0;  // AfterSwap's time; 0: never swapped
+  std::atomic<int> pending_error_{0};  // see AfterSwap; any thread takes it
 };
 
 }  // namespace vsocket
