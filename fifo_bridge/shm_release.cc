@@ -82,8 +82,12 @@ void ShmTransport::Release() {
   watched_ = false;
   if (wakes_watched_) UnwatchWakes(doorbell_->my_wake_name(), this);
   wakes_watched_ = false;
-  // The user's descriptor is closed by the socket layer, not here.
-  if (!revoked()) doorbell_->set_wait_fd(-1);
+  // The user's descriptor is closed by the socket layer, not here: whether
+  // it is still the wait socket (a forked holder whose other holder moved
+  // the connection, so revoked() without a retirement here) or already
+  // TCP (RetireHere let go of the wait socket).  Closing it here too closed
+  // the number twice: EBADF, or another thread's new descriptor.
+  doorbell_->set_wait_fd(-1);
   doorbell_->Close();
   if (tcp_fd_ >= 0) sys::close(tcp_fd_);
   tcp_fd_ = -1;

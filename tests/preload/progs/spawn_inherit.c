@@ -79,6 +79,29 @@ int main(void) {
   CHECK(close(s) == 0);
   CHECK(close(c) == 0);
 
+  /* A forked child holds the connection while its parent's system() moves
+   * it: the child's copy follows, reads what the parent sends on, and its
+   * close() closes its number once (it used to close it twice: EBADF). */
+  make_pair(&c, &s);
+  int sync_pipe[2];
+  CHECK(pipe(sync_pipe) == 0);
+  pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    CHECK(read(sync_pipe[0], &b, 1) == 1); /* the parent has moved */
+    expect_line(s, "after the move\n");
+    CHECK(close(s) == 0);
+    CHECK(close(c) == 0);
+    _exit(0);
+  }
+  CHECK_EQ(system("true"), 0);
+  write_all(c, "after the move\n", 15);
+  CHECK(write(sync_pipe[1], "m", 1) == 1);
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(close(sync_pipe[0]) == 0 && close(sync_pipe[1]) == 0);
+  CHECK(close(s) == 0);
+  CHECK(close(c) == 0);
+
   /* vfork() + exec: the child dup2()s a close-on-exec connection onto
    * its stdin and stdout, as a shell or a server's helper does, with a
    * byte waiting unread across the vfork. */
