@@ -131,16 +131,19 @@ class ShmListener final : public ListenerAttachment {
     marker_fd_ = -1;
   }
 
+  void RefuseOffer(int accepted_fd, ConnectionEndpoints* ends) override {
+    std::string key;
+    if (OfferKey(accepted_fd, ends, &key) && Doorbell::ClientWaitSocketBound(key))
+      Doorbell::DeclineOffer(key);
+  }
+
   std::unique_ptr<Transport> Claim(int accepted_fd, ConnectionEndpoints* ends,
                                    Decline* decline) override {
-    Endpoint local, peer;
-    if (!ends->NameLocal(accepted_fd) || !ends->NamePeer(accepted_fd) ||
-        !EndpointFromSockaddr(ends->local_sa(), ends->local_len, &local) ||
-        !EndpointFromSockaddr(ends->peer_sa(), ends->peer_len, &peer)) {
+    std::string key;
+    if (!OfferKey(accepted_fd, ends, &key)) {
       *decline = {FallbackReason::kPeerNotVsocket, false};
       return nullptr;
     }
-    std::string key = ConnectionKey(local, peer.port);
     if (!Doorbell::ClientWaitSocketBound(key)) {
       // No offer: a plain TCP client, or one that chose TCP (short_lived).
       // Clients probe the marker before they offer, so it is drained at
@@ -158,6 +161,17 @@ class ShmListener final : public ListenerAttachment {
 
  private:
   static constexpr uint32_t kDrainEveryUnoffered = 64;
+  // The name of the offer a client of `accepted_fd` would have made.
+  static bool OfferKey(int accepted_fd, ConnectionEndpoints* ends, std::string* key) {
+    Endpoint local, peer;
+    if (!ends->NameLocal(accepted_fd) || !ends->NamePeer(accepted_fd) ||
+        !EndpointFromSockaddr(ends->local_sa(), ends->local_len, &local) ||
+        !EndpointFromSockaddr(ends->peer_sa(), ends->peer_len, &peer)) {
+      return false;
+    }
+    *key = ConnectionKey(local, peer.port);
+    return true;
+  }
   // `key`: the connection's; `euid`: ours; `same_uid`: we run as the user
   // the marker announced.
   static std::unique_ptr<Transport> ClaimOffer(int accepted_fd, const std::string& key,

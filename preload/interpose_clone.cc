@@ -33,6 +33,7 @@
 #include "base/after_fork.h"
 #include "base/user_copy_guard.h"
 #include "preload/descriptors.h"
+#include "preload/interpose_io_uring.h"
 #include "preload/move_to_tcp.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
@@ -106,7 +107,8 @@ int StartClonedChild(void* start) {
 }  // namespace
 }  // namespace vsocket::preload
 
-// glibc's syscall(): only the clone numbers are looked at; every other
+// glibc's syscall(): only the clone and io_uring_setup numbers are looked
+// at (the latter: interpose_io_uring.h); every other
 // call goes on unchanged (six arguments read and passed, as the kernel
 // takes at most six).
 VSP_EXPORT long syscall(long number, ...) {
@@ -116,7 +118,9 @@ VSP_EXPORT long syscall(long number, ...) {
   long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
   va_end(ap);
   uint64_t flags = CLONE_VM;
-  if (__builtin_expect(number == SYS_clone, 0)) {
+  if (__builtin_expect(number == SYS_io_uring_setup, 0)) {
+    vsocket::preload::OnIoUringStarted();  // interpose_io_uring.h
+  } else if (__builtin_expect(number == SYS_clone, 0)) {
     flags = static_cast<unsigned long>(a1);
   } else if (__builtin_expect(number == SYS_clone3, 0)) {
     flags = vsocket::preload::Clone3Flags(reinterpret_cast<const void*>(a1), a2);

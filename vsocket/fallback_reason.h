@@ -41,6 +41,7 @@ enum class FallbackReason {
   kClone,                 // a raw clone() child shares it, unseen by fork handlers
   kSpawn,                 // posix_spawn/system/popen: inherited by an exec libc hides
   kVfork,                 // a vfork() child, where vsocket cannot act, may pass it on
+  kIoUring,               // the process started io_uring, whose socket operations bypass libc
   kCount,
 };
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "base/real_libc.h"
@@ -87,6 +88,11 @@ Allowed Decide(RuleRole role, int fd, const struct sockaddr* remote) {
   return a;
 }
 
+// WithdrawFastPaths's reason; kNone while the fabrics may be used.
+std::atomic<FallbackReason> g_withdrawn{FallbackReason::kNone};
+
+FallbackReason Withdrawn() { return g_withdrawn.load(std::memory_order_acquire); }
+
 // The slot of `p` in a ListenerAttachments (its registry position).
 size_t SlotOf(const TransportProvider* p) {
   const auto& all = Providers();
@@ -98,12 +104,21 @@ size_t SlotOf(const TransportProvider* p) {
 
 }  // namespace
 
+void WithdrawFastPaths(FallbackReason reason) {
+  FallbackReason none = FallbackReason::kNone;
+  if (g_withdrawn.compare_exchange_strong(none, reason, std::memory_order_acq_rel))
+    VSOCKET_LOG(kInfo, "new connections of this process use kernel TCP: %s",
+                FallbackReasonName(reason));
+}
+
 FallbackReason PrepareOffer(int fd, const struct sockaddr* addr, socklen_t len,
                             std::unique_ptr<PendingConnection>* pending,
                             uint32_t* rule_line) {
   Allowed allowed = Decide(RuleRole::kClient, fd, addr);
   *rule_line = allowed.rule_line;
   if (allowed.providers.empty()) return allowed.none;
+  if (FallbackReason withdrawn = Withdrawn(); withdrawn != FallbackReason::kNone)
+    return withdrawn;
   // A policy that named the fabric is obeyed; auto weighs the setup.
   DestinationKey destination;
   if (!allowed.forced && MakeDestinationKey(addr, len, &destination) &&
@@ -139,6 +154,7 @@ void AttachListeners(int listen_fd, bool kernel_listening,
   Allowed allowed = Decide(RuleRole::kServer, listen_fd, nullptr);
   *rule_line = allowed.rule_line;
   set->resize(Providers().size());
+  if (Withdrawn() != FallbackReason::kNone) return;
   for (TransportProvider* p : allowed.providers) {
     size_t slot = SlotOf(p);
     if (slot >= set->size() || (*set)[slot]) continue;
@@ -149,6 +165,12 @@ void AttachListeners(int listen_fd, bool kernel_listening,
 std::unique_ptr<Transport> ClaimAccepted(const ListenerAttachments& set,
                                          int accepted_fd, ConnectionEndpoints* ends,
                                          uint32_t rule_line) {
+  if (FallbackReason withdrawn = Withdrawn(); withdrawn != FallbackReason::kNone) {
+    for (const auto& attachment : set) {
+      if (attachment) attachment->RefuseOffer(accepted_fd, ends);
+    }
+    return std::make_unique<TcpTransport>(accepted_fd, withdrawn);
+  }
   FallbackReason first = FallbackReason::kNone;
   FallbackReason kept = FallbackReason::kNone;
   for (const auto& attachment : set) {

@@ -68,6 +68,14 @@ std::unique_ptr<Transport> ClaimAccepted(const ListenerAttachments& set,
                                          int accepted_fd, ConnectionEndpoints* ends,
                                          uint32_t rule_line);
 
+// From now on, for the life of this process, no fabric is offered,
+// attached or claimed: every new connection is kernel TCP with `reason`
+// (the program started io_uring, whose socket operations the kernel runs
+// without libc).  An accept that finds a client's offer declines it at
+// once (ListenerAttachment::RefuseOffer).  Existing connections and listeners
+// are the caller's to move and quiet.  Any thread; the first reason stays.
+void WithdrawFastPaths(FallbackReason reason);
+
 }  // namespace vsocket
 
 #endif  // VSOCKET_VSOCKET_PATH_SELECTION_H_

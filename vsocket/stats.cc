@@ -74,6 +74,7 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kClone: return "clone";
     case FallbackReason::kSpawn: return "spawn";
     case FallbackReason::kVfork: return "vfork";
+    case FallbackReason::kIoUring: return "io_uring";
     case FallbackReason::kCount: break;
   }
   return "unknown";

@@ -94,6 +94,14 @@ class ListenerAttachment {
   // clients (they take TCP at once rather than wait for a claim that may
   // never come), but keep claiming what this process accepts.  Any thread.
   virtual void PassedOut() {}
+
+  // `accepted_fd` was just accepted, but this process may not use a fabric
+  // (path_selection.h, WithdrawFastPaths): if the client offered one here,
+  // tell it at once to use TCP, as a refused claim would.  Any thread.
+  virtual void RefuseOffer(int accepted_fd, ConnectionEndpoints* ends) {
+    (void)accepted_fd;
+    (void)ends;
+  }
 };
 
 class TransportProvider {

@@ -41,7 +41,8 @@ TEST(Exports, OnlyTheInterposedSymbols) {
       "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle",
       "fexecve", "execveat", "sigaction", "signal", "bsd_signal",
       "siginterrupt", "_exit", "_Exit", "fork", "syscall", "clone",
-      "posix_spawn", "posix_spawnp", "system", "popen", "vfork"};
+      "posix_spawn", "posix_spawnp", "system", "popen", "vfork",
+      "io_uring_setup", "io_uring_queue_init", "io_uring_queue_init_params"};
   EXPECT_EQ(defined, expected);
 }
 
