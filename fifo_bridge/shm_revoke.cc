@@ -240,9 +240,11 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
     // return here, and the client waited on its ring forever.)
     if (expected != kRevoked) return revoked();
   }
-  // Nobody consumed the ring: replay [0, head) into TCP, in order.
-  SendRingBytesToTcp(segment_->data(Direction::kClientToServer), 0,
-                     side_->head);
+  // Nobody consumed the ring: replay [0, head) into TCP, in order.  Its
+  // bytes were counted as shared memory's when written; they are TCP's
+  // (which carried them, or reset the connection under them).
+  SendRingBytesToTcp(segment_->data(Direction::kClientToServer), 0, side_->head);
+  StatsBytesSentMoved(live_slot(), kShmKind, TransportKind::kTcp, side_->head);
   if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
   RetireHere(reason);
   segment_->Unlink();

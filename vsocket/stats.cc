@@ -93,6 +93,31 @@ void StatsBytesSent(TransportKind kind, uint64_t bytes) {
   Of(kind).bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+namespace {
+
+// Takes up to `bytes` from `counter`: what it took.
+uint64_t TakeUpTo(std::atomic<uint64_t>& counter, uint64_t bytes) {
+  uint64_t have = counter.load(std::memory_order_relaxed);
+  uint64_t take;
+  do {
+    take = have < bytes ? have : bytes;
+  } while (!counter.compare_exchange_weak(have, have - take, std::memory_order_relaxed));
+  return take;
+}
+
+}  // namespace
+
+void StatsBytesSentMoved(LiveSlot* slot, TransportKind from, TransportKind to,
+                         uint64_t bytes) {
+  if (slot) {
+    uint64_t moved = TakeUpTo(slot->bytes_sent[KindIndex(from)], bytes);
+    slot->bytes_sent[KindIndex(to)].fetch_add(moved, std::memory_order_relaxed);
+  } else {
+    uint64_t moved = TakeUpTo(Of(from).bytes_sent, bytes);
+    Of(to).bytes_sent.fetch_add(moved, std::memory_order_relaxed);
+  }
+}
+
 void StatsBytesReceived(TransportKind kind, uint64_t bytes) {
   Of(kind).bytes_received.fetch_add(bytes, std::memory_order_relaxed);
 }

@@ -68,6 +68,11 @@ inline void StatsBytesReceivedSerialised(LiveSlot* slot, TransportKind kind,
   std::atomic<uint64_t>& c = slot->bytes_received[KindIndex(kind)];
   c.store(c.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
 }
+// Bytes counted as sent on `from` that `to` carried in the end (an offer's
+// ring replayed into TCP after a decline): at most what `from` counted
+// moves, so that a count never wraps.  Any thread.
+void StatsBytesSentMoved(LiveSlot* slot, TransportKind from, TransportKind to,
+                         uint64_t bytes);
 // The bytes sent and not yet consumed in the connection's send ring, for
 // vsocket-stat.  REQUIRES: as StatsBytesSentSerialised.
 inline void StatsSendRingFill(LiveSlot* slot, uint64_t bytes) {
