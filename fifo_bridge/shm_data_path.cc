@@ -95,7 +95,15 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
        rx_->flags.load(std::memory_order_acquire)) & kReset) {
     return ResetOutcome(/*sending=*/true);
   }
-  if (tx_->flags.load(std::memory_order_acquire) & kConsumerClosed) {
+  // A peer whose process died without a close (SIGKILL): its kernel closed
+  // the TCP socket for it, with an RST if it left our bytes unread
+  // (CheckLiveness put ECONNRESET in pending_error: reported once, then
+  // EPIPE), else with a FIN, which the case below answers as TCP does.
+  if ((local & kLocalPeerGone) &&
+      ((local & kLocalResetReported) || side_->pending_error.load(std::memory_order_relaxed)))
+    return ResetOutcome(/*sending=*/true);
+  if ((tx_->flags.load(std::memory_order_acquire) & kConsumerClosed) ||
+      (local & kLocalPeerGone)) {
     // As kernel TCP: the peer's close looks like its FIN until the peer's
     // kernel answers our next data with an RST, so that one send succeeds
     // (the bytes are dropped: nobody will read them) and later ones fail
@@ -109,7 +117,6 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
     UpdateHangup();  // POLLHUP, as the kernel shows once that RST is in
     return static_cast<ssize_t>(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
   }
-  if (local & kLocalPeerGone) return -EPIPE;
   if (iovcnt == 0) return 0;  // a zero-length send: nothing to report
   producer_->set_window(SendWindow());
   // Once the whole ring has been touched (after the first pass) nothing is
