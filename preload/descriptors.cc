@@ -156,6 +156,10 @@ std::vector<int> NumbersOf(int fd) {
 int HighestVirtualFd() { return g_highest.load(std::memory_order_relaxed); }
 
 int Duplicate(DupOp op, int oldfd, int target, int flags) {
+  // A vfork child's numbers are its own, its tables its parent's: the new
+  // number must not be recorded there (the parent would take its own,
+  // unrelated descriptor of that number for the socket).
+  if (SharesParentMemory()) return RealDup(op, oldfd, target, flags);
   bool onto_number = op == DupOp::kDup2 || op == DupOp::kDup3;
   bool may_land_on_stdio = onto_number ? (target >= 0 && target <= 2 && target != oldfd)
                                        : (op != DupOp::kDup && target <= 2);

@@ -25,9 +25,12 @@ using vsocket::preload::Ours;
 namespace {
 
 // close_range()/closefrom(): forget the virtual sockets in [first, last].
+// Nothing in a vfork child: the tables are its parent's, which still holds
+// every one of those numbers (Python's subprocess closes them so).
 void ForgetRange(unsigned int first, unsigned int last) {
   int highest = vsocket::preload::HighestVirtualFd();
   if (highest < 0 || first > static_cast<unsigned int>(highest)) return;
+  if (vsocket::preload::SharesParentMemory()) return;
   if (last > static_cast<unsigned int>(highest)) last = highest;
   for (unsigned int fd = first; fd <= last; ++fd) {
     if (Ours(static_cast<int>(fd)))
@@ -89,6 +92,9 @@ VSP_EXPORT int close(int fd) {
     vsocket::preload::ForgetEpollSetRegistrations(fd);
     return sys::close(fd);
   }
+  // A vfork child closes its own descriptor, never its parent's socket
+  // (whose tables it shares until it execs).
+  if (vsocket::preload::SharesParentMemory()) return sys::close(fd);
   return vsocket::preload::CloseDescriptor(fd);
 }
 
@@ -108,7 +114,8 @@ VSP_EXPORT FILE* fdopen(int fd, const char* mode) __THROW {
 // that reuses the number would be taken for the old socket.
 VSP_EXPORT int fclose(FILE* stream) {
   int fd = stream ? ::fileno(stream) : -1;
-  if (fd >= 0 && Ours(fd)) vsocket::preload::ForgetDescriptor(fd);
+  if (fd >= 0 && Ours(fd) && !vsocket::preload::SharesParentMemory())
+    vsocket::preload::ForgetDescriptor(fd);
   return real::fclose(stream);
 }
 

@@ -4,10 +4,10 @@
  * the connection as on kernel TCP, including bytes that arrived before
  * the spawn.  And vfork() followed by exec in the child.
  * usage: spawn_inherit */
+#include "ptest.h" /* first: it defines _GNU_SOURCE (close_range) */
+
 #include <spawn.h>
 #include <sys/wait.h>
-
-#include "ptest.h"
 
 extern char** environ;
 
@@ -123,6 +123,40 @@ int main(void) {
   expect_line(c, "parent\n");
   CHECK(close(s) == 0);
   CHECK(close(c) == 0);
+
+  /* A vfork child that dup2()s, closes and close_range()s every
+   * descriptor before its exec, as Python's subprocess does, shares its
+   * parent's memory but not its descriptor table: the parent's listener
+   * and connection must stay as they were.  (The child's close_range used
+   * to drop them from the parent's tables: the listener's clients then
+   * waited for a claim that never came.) */
+  int l = listen_on("127.0.0.1");
+  make_pair(&c, &s);
+  pid = vfork();
+  if (pid == 0) {
+    if (dup2(s, 0) != 0 || close(s) != 0) _exit(126);
+    close_range(3, ~0U, 0);
+    execl("/bin/true", "true", (char*)NULL);
+    _exit(127);
+  }
+  CHECK(pid > 0);
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  write_all(c, "still here\n", 11);
+  expect_line(s, "still here\n");
+  int64_t start = now_ms();
+  int c2 = connect_to("127.0.0.1", port_of(l));
+  int s2 = accept(l, NULL, NULL);
+  CHECK(s2 >= 0);
+  write_all(c2, "new\n", 4);
+  expect_line(s2, "new\n");
+  write_all(s2, "back\n", 5);
+  expect_line(c2, "back\n");
+  if (now_ms() - start > 1000) {
+    fprintf(stderr, "FAIL the new connection took %lld ms\n", (long long)(now_ms() - start));
+    exit(1);
+  }
+  CHECK(close(c2) == 0 && close(s2) == 0);
+  CHECK(close(s) == 0 && close(c) == 0 && close(l) == 0);
 
   printf("PASS\n");
   return 0;
