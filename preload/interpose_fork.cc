@@ -7,8 +7,8 @@
 // table's holder counts, the locks reset in the child) run inside the real
 // fork() as before.
 //
-// vfork() (interpose_vfork.cc), _Fork() and a raw clone() run no fork
-// handlers: there is then nothing to resume.
+// vfork() runs as this fork() (interpose_vfork.cc).  _Fork() and a raw
+// clone() run no fork handlers: there is then nothing to resume.
 #include <sys/types.h>
 #include <unistd.h>
 

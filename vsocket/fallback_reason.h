@@ -40,7 +40,6 @@ enum class FallbackReason {
   kDescriptorPassed,      // sent to another process in an SCM_RIGHTS message
   kClone,                 // a raw clone() child shares it, unseen by fork handlers
   kSpawn,                 // posix_spawn/system/popen: inherited by an exec libc hides
-  kVfork,                 // a vfork() child, where vsocket cannot act, may pass it on
   kIoUring,               // the process started io_uring, whose socket operations bypass libc
   kCount,
 };

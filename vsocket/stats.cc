@@ -73,7 +73,6 @@ const char* FallbackReasonName(FallbackReason reason) {
     case FallbackReason::kDescriptorPassed: return "descriptor_passed";
     case FallbackReason::kClone: return "clone";
     case FallbackReason::kSpawn: return "spawn";
-    case FallbackReason::kVfork: return "vfork";
     case FallbackReason::kIoUring: return "io_uring";
     case FallbackReason::kCount: break;
   }
