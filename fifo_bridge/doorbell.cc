@@ -274,6 +274,12 @@ int Doorbell::FillSendBuffer() const {
   return 0;
 }
 
+bool Doorbell::IsOurWaitSocket(int fd) const {
+  struct stat st;
+  return fd >= 0 && ::fstat(fd, &st) == 0 && st.st_dev == wait_dev_ &&
+         st.st_ino == wait_ino_;
+}
+
 template <typename Use>
 void Doorbell::WithCheckedWaitSocket(Use use) const {
   int fd = wait_fd();

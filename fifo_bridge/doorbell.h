@@ -72,6 +72,9 @@ class Doorbell {
   // (dup2) and report the new number with set_wait_fd.
   int wait_fd() const { return wait_fd_.load(std::memory_order_relaxed); }
   void set_wait_fd(int fd) { wait_fd_.store(fd, std::memory_order_relaxed); }
+  // True when number `fd` still names our wait socket: the application may
+  // have closed it, and the kernel given the number to a new socket.
+  bool IsOurWaitSocket(int fd) const;
   // "<peer role><key>": what our datagrams to the peer's wake socket say.
   const std::string& peer_wake_name() const { return peer_wake_name_; }
   // "<my role><key>": what the peer's datagrams to our wake socket say.

@@ -114,7 +114,8 @@ bool ShmTransport::RetireHere(FallbackReason reason) {
   struct Swap {
     int tcp_fd;
     int user;
-  } swap = {tcp_fd_, doorbell_->wait_fd()};
+    const Doorbell* doorbell;
+  } swap = {tcp_fd_, doorbell_->wait_fd(), doorbell_.get()};
   // A thread asleep in poll()/select() holds the wait socket's file, not
   // the number, and would sleep on it until its own timeout (curl: 200 ms
   // before its first byte).  Wake it: its next look finds the TCP socket.
@@ -124,6 +125,12 @@ bool ShmTransport::RetireHere(FallbackReason reason) {
       swap.user,
       [](void* arg) {
         auto* s = static_cast<Swap*>(arg);
+        // Only onto our own wait socket: the application may have closed
+        // the number while another holder of the socket (a thread of
+        // vsocket's moving it) kept it alive, and the kernel may have given
+        // the number to a new socket since.  (A threaded server whose
+        // spawns moved connections while it accepted others crashed so.)
+        if (!s->doorbell->IsOurWaitSocket(s->user)) return;
         int fd_flags = sys::fcntl(s->user, F_GETFD);
         if (sys::dup3(s->tcp_fd, s->user,
                       (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
