@@ -72,7 +72,14 @@ class ShmTransport final : public Transport,
 
   // The user's descriptor (the doorbell's wait socket).  The socket layer
   // may move it to another number with dup2 and then call set_user_fd.
-  int user_fd() const override { return doorbell_->wait_fd(); }
+  // After a retirement the doorbell has no wait socket (-1) and the number
+  // names the TCP socket: the successor's.  (A peer's move can retire a
+  // claimed server end before accept() has registered it: accept then
+  // registered it at -1, which shrank and overran the socket table.)
+  int user_fd() const override {
+    if (const Transport* next = successor()) return next->user_fd();
+    return doorbell_->wait_fd();
+  }
   void set_user_fd(int fd) { doorbell_->set_wait_fd(fd); }
   // After a revoke the user's number names the TCP socket and the doorbell
   // has none (wait_fd() == -1): the successor moves then.

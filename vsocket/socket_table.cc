@@ -60,6 +60,7 @@ class SocketTable {
   }
 
   void Register(int fd, std::shared_ptr<VirtualSocket> socket) {
+    if (fd < 0) return;  // never an index: a caller's bug must not corrupt the table
     // Released after the lock: a stale entry, and retired sockets.
     std::shared_ptr<VirtualSocket> old;
     std::vector<std::shared_ptr<VirtualSocket>> dead;

@@ -6,7 +6,7 @@
 # round failed or took over 1 s.
 # With --posix-spawn-action the spawning thread uses os.posix_spawn with a
 # file action instead, which makes vsocket move every connection to kernel
-# TCP at each spawn: the open crash of docs/ROBUSTNESS.md (not yet a test).
+# TCP at each spawn, while the other thread's connections are being set up.
 # usage: spawn_while_connecting.py [rounds] [--posix-spawn-action]
 import os, socket, subprocess, threading, time, sys
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 300
