@@ -3,9 +3,8 @@
 // over (a shared-memory connection reached the new image as a reset
 // socket), and any vsocket code it ran (close_range, dup2, exec) acted on
 // the parent's tables while the parent's other threads used them.  Moving
-// every connection to kernel TCP before a real vfork() was tried first: in
-// a threaded CPython that spawns subprocesses (vfork) while another
-// thread sets up connections, 8 runs in 20 crashed in the socket table.
+// every connection to kernel TCP before a real vfork() was tried first; it
+// cost every spawning program (CPython's subprocess) its shared memory.
 //
 // As fork(), the child is an ordinary forked child: it holds the parent's
 // connections as a fork does (base/after_fork.h), its dup2() and close()
