@@ -291,9 +291,7 @@ void Doorbell::WithCheckedWaitSocket(Use use) const {
   // full, the number itself, after the same check.
   int dup = sys::DupPrivate(fd);
   int checked = dup >= 0 ? dup : fd;
-  struct stat st;
-  if (::fstat(checked, &st) == 0 && st.st_dev == wait_dev_ && st.st_ino == wait_ino_)
-    use(checked);
+  if (IsOurWaitSocket(checked)) use(checked);
   if (dup >= 0) sys::close(dup);
 }
 

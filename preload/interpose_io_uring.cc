@@ -29,6 +29,7 @@
 #include <errno.h>
 
 #include <atomic>
+#include <type_traits>
 #include <memory>
 
 #include "base/real_libc.h"
@@ -91,48 +92,51 @@ void OnIoUringStarted() {
 }  // namespace vsocket::preload
 
 // liburing returns -errno from each of these.  A call from this library
-// goes to its own copy; the program's goes, after the move, to the next
-// definition (the program's liburing).
-VSP_EXPORT int io_uring_setup(unsigned entries, struct io_uring_params* p) {
-  using Fn = int (*)(unsigned, struct io_uring_params*);
-  static std::atomic<Fn> real{nullptr};
-  if (vsocket::preload::CalledFromVsocket(__builtin_return_address(0))) {
-#if VSOCKET_URING_RENAMED
-    return vsocket_uring_setup(entries, p);
-#endif
-  } else {
+// goes to its own copy (`own`; none without the renamed copy); the
+// program's goes, after the move, to the next definition (the program's
+// liburing).  `caller`: the wrapper's return address.
+namespace {
+
+// `own` and `args` take their types from `real` (own may be nullptr).
+template <typename... Args>
+int SetUpRing(std::atomic<int (*)(Args...)>* real, const char* name,
+              std::type_identity_t<int (*)(Args...)> own, const void* caller,
+              std::type_identity_t<Args>... args) {
+  if (!vsocket::preload::CalledFromVsocket(caller)) {
     vsocket::preload::OnIoUringStarted();
+  } else if (own != nullptr) {
+    return own(args...);
   }
-  Fn fn = vsocket::sys::NextSymbol(&real, "io_uring_setup");
-  return fn ? fn(entries, p) : -ENOSYS;
+  int (*fn)(Args...) = vsocket::sys::NextSymbol(real, name);
+  return fn ? fn(args...) : -ENOSYS;
+}
+
+#if VSOCKET_URING_RENAMED
+#define VSOCKET_OWN_URING(f) (&f)
+#else
+#define VSOCKET_OWN_URING(f) nullptr
+#endif
+
+}  // namespace
+
+VSP_EXPORT int io_uring_setup(unsigned entries, struct io_uring_params* p) {
+  static std::atomic<int (*)(unsigned, struct io_uring_params*)> real{nullptr};
+  return SetUpRing(&real, "io_uring_setup", VSOCKET_OWN_URING(vsocket_uring_setup),
+                   __builtin_return_address(0), entries, p);
 }
 
 VSP_EXPORT int io_uring_queue_init(unsigned entries, struct io_uring* ring,
                                    unsigned flags) {
-  using Fn = int (*)(unsigned, struct io_uring*, unsigned);
-  static std::atomic<Fn> real{nullptr};
-  if (vsocket::preload::CalledFromVsocket(__builtin_return_address(0))) {
-#if VSOCKET_URING_RENAMED
-    return vsocket_uring_queue_init(entries, ring, flags);
-#endif
-  } else {
-    vsocket::preload::OnIoUringStarted();
-  }
-  Fn fn = vsocket::sys::NextSymbol(&real, "io_uring_queue_init");
-  return fn ? fn(entries, ring, flags) : -ENOSYS;
+  static std::atomic<int (*)(unsigned, struct io_uring*, unsigned)> real{nullptr};
+  return SetUpRing(&real, "io_uring_queue_init", VSOCKET_OWN_URING(vsocket_uring_queue_init),
+                   __builtin_return_address(0), entries, ring, flags);
 }
 
 VSP_EXPORT int io_uring_queue_init_params(unsigned entries, struct io_uring* ring,
                                           struct io_uring_params* p) {
-  using Fn = int (*)(unsigned, struct io_uring*, struct io_uring_params*);
-  static std::atomic<Fn> real{nullptr};
-  if (vsocket::preload::CalledFromVsocket(__builtin_return_address(0))) {
-#if VSOCKET_URING_RENAMED
-    return vsocket_uring_queue_init_params(entries, ring, p);
-#endif
-  } else {
-    vsocket::preload::OnIoUringStarted();
-  }
-  Fn fn = vsocket::sys::NextSymbol(&real, "io_uring_queue_init_params");
-  return fn ? fn(entries, ring, p) : -ENOSYS;
+  static std::atomic<int (*)(unsigned, struct io_uring*, struct io_uring_params*)> real{
+      nullptr};
+  return SetUpRing(&real, "io_uring_queue_init_params",
+                   VSOCKET_OWN_URING(vsocket_uring_queue_init_params),
+                   __builtin_return_address(0), entries, ring, p);
 }

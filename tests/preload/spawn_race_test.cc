@@ -16,12 +16,19 @@ namespace {
 
 class SpawnRace : public testing::TestWithParam<Mode> {};
 
-TEST_P(SpawnRace, ConnectionsSetUpWhileSubprocessesStartAllWork) {
+// The script, 200 rounds, in the test's mode; `extra`: more arguments.
+Result RunScript(Mode mode, const std::vector<std::string>& extra) {
   Options o;
-  o.preload = GetParam() != Mode::kKernel;
-  if (GetParam() == Mode::kTcp) o.run_options = {"--transport", "tcp"};
-  std::string script = std::string(VSP_SCRIPT_DIR) + "/spawn_while_connecting.py";
-  Result r = vsocket_preload_test::Run({Python3(), script, "200"}, o, Ms(120000));
+  o.preload = mode != Mode::kKernel;
+  if (mode == Mode::kTcp) o.run_options = {"--transport", "tcp"};
+  std::vector<std::string> args = {
+      Python3(), std::string(VSP_SCRIPT_DIR) + "/spawn_while_connecting.py", "200"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return vsocket_preload_test::Run(args, o, Ms(120000));
+}
+
+TEST_P(SpawnRace, ConnectionsSetUpWhileSubprocessesStartAllWork) {
+  Result r = RunScript(GetParam(), {});
   EXPECT_TRUE(r.exit.Ok()) << r.exit.ToString() << r.out << r.err;
   EXPECT_NE(r.out.find("fails 0 slow 0 of 200"), std::string::npos) << r.out << r.err;
   if (GetParam() == Mode::kShm) {
@@ -38,12 +45,7 @@ TEST_P(SpawnRace, ConnectionsSetUpWhileSubprocessesStartAllWork) {
 // accept() had registered it, and accept registered it at -1, which shrank
 // and overran the socket table: SIGSEGV in 1 to 5 runs of 30.
 TEST_P(SpawnRace, ConnectionsSetUpWhileSpawnsMoveThemAllWork) {
-  Options o;
-  o.preload = GetParam() != Mode::kKernel;
-  if (GetParam() == Mode::kTcp) o.run_options = {"--transport", "tcp"};
-  std::string script = std::string(VSP_SCRIPT_DIR) + "/spawn_while_connecting.py";
-  Result r = vsocket_preload_test::Run({Python3(), script, "200", "--posix-spawn-action"},
-                                       o, Ms(120000));
+  Result r = RunScript(GetParam(), {"--posix-spawn-action"});
   EXPECT_TRUE(r.exit.Ok()) << r.exit.ToString() << r.out << r.err;
   EXPECT_NE(r.out.find("fails 0 slow 0 of 200"), std::string::npos) << r.out << r.err;
 }
