@@ -30,15 +30,16 @@ struct PassedFds {
 };
 
 // Calls `each(fd)` for every descriptor of the SCM_RIGHTS messages in
-// [control, control + len).  Touches only that memory.
+// [control, control + len).  Touches only that memory.  The last message
+// may end unpadded (msg_controllen = CMSG_LEN(n), as vsftpd sends): the
+// kernel takes that, and the walk stops there.
 template <typename Each>
 void ForEachRight(const char* control, size_t len, Each&& each) {
-  const char* p = control;
-  const char* end = control + len;
-  while (static_cast<size_t>(end - p) >= sizeof(struct cmsghdr)) {
-    const auto* c = reinterpret_cast<const struct cmsghdr*>(p);
+  size_t at = 0;
+  while (at <= len && len - at >= sizeof(struct cmsghdr)) {
+    const auto* c = reinterpret_cast<const struct cmsghdr*>(control + at);
     size_t c_len = c->cmsg_len;
-    if (c_len < CMSG_LEN(0) || c_len > static_cast<size_t>(end - p)) return;
+    if (c_len < CMSG_LEN(0) || c_len > len - at) return;
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       size_t n = (c_len - CMSG_LEN(0)) / sizeof(int);
       const unsigned char* data = CMSG_DATA(c);
@@ -48,7 +49,7 @@ void ForEachRight(const char* control, size_t len, Each&& each) {
         each(fd, data + i * sizeof(int));
       }
     }
-    p += CMSG_ALIGN(c_len);
+    at += CMSG_ALIGN(c_len);  // past `len` only by the last one's padding
   }
 }
 

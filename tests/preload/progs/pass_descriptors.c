@@ -12,23 +12,37 @@
 
 #include "ptest.h"
 
-/* Sends `fd` and the command byte `cmd` over the Unix socket `unix_fd`. */
-static void send_fd(int unix_fd, int fd, char cmd) {
-  char control[CMSG_SPACE(sizeof(int))];
-  memset(control, 0, sizeof(control));
+/* Sends `fd` and the command byte `cmd` over the Unix socket `unix_fd`;
+ * with `unpadded`, msg_controllen is CMSG_LEN(sizeof(int)) rather than
+ * CMSG_SPACE (vsftpd sends so; the kernel takes it). */
+static void send_fd_as(int unix_fd, int fd, char cmd, int unpadded) {
+  /* Room for a second header after the first message: the kernel reads
+   * only msg_controllen bytes, so what lies past them must not matter.
+   * The bytes there say "a header 16 TiB long". */
+  union {
+    char buf[CMSG_SPACE(sizeof(int)) + sizeof(struct cmsghdr)];
+    struct cmsghdr align;
+  } space;
+  char* control = space.buf;
+  memset(control, 0, sizeof(space.buf));
+  size_t bogus_len = (size_t)1 << 44;
+  memcpy(control + CMSG_SPACE(sizeof(int)), &bogus_len, sizeof(bogus_len));
   struct iovec iov = {&cmd, 1};
   struct msghdr m = {0};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
   m.msg_control = control;
-  m.msg_controllen = sizeof(control);
+  m.msg_controllen = CMSG_SPACE(sizeof(int));
   struct cmsghdr* c = CMSG_FIRSTHDR(&m);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  if (unpadded) m.msg_controllen = CMSG_LEN(sizeof(int));
   CHECK_EQ(sendmsg(unix_fd, &m, 0), 1);
 }
+
+static void send_fd(int unix_fd, int fd, char cmd) { send_fd_as(unix_fd, fd, cmd, 0); }
 
 /* Receives a descriptor and its command byte; 0 at the end. */
 static char recv_fd(int unix_fd, int* fd) {
@@ -169,6 +183,20 @@ static void run_cases(int plain) {
   CHECK(close(s) == 0);
   expect_eof(c);
   CHECK(close(c) == 0);
+
+  /* The connecting side passes its connection at once, before it wrote or
+   * read (vsftpd's port 20 helper), in an unpadded message, and closes it. */
+  c = connect_to("127.0.0.1", port);
+  send_fd_as(w, c, 'c', /*unpadded=*/1);
+  CHECK(close(c) == 0);
+  s = accept(l, NULL, NULL);
+  CHECK(s >= 0);
+  write_all(s, "hello", 5);
+  read_exact(s, buf, 5);
+  CHECK(memcmp(buf, "world", 5) == 0);
+  wait_done(w);
+  expect_eof(s);
+  CHECK(close(s) == 0);
 
   /* A listener, kept by the sender: the receiver accepts on it. */
   send_fd(w, l, 'l');
