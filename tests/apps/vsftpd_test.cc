@@ -32,7 +32,9 @@ bool EnsureUser() {
       system("useradd -m -s /bin/bash vsftest") != 0) {
     return false;
   }
-  return system("echo 'vsftest:vsf-pass-1' | chpasswd") == 0 &&
+  // A home left by an earlier user of that name may belong to another uid.
+  return system("chown vsftest: /home/vsftest") == 0 &&
+         system("echo 'vsftest:vsf-pass-1' | chpasswd") == 0 &&
          system("mkdir -p /var/run/vsftpd/empty") == 0;
 }
 
