@@ -2,66 +2,84 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "base/private_fd.h"
-#include "fifo_bridge/sharing_policy.h"
 #include "vsocket/config.h"
 
 namespace vsocket::fifo {
 namespace {
 
-std::atomic<int> g_connections{0};
+// Connections in the high half, their descriptors in the low half: one
+// compare-and-swap checks and takes both.
+std::atomic<uint64_t> g_counts{0};
+
+constexpr uint64_t Pack(uint64_t connections, uint64_t fds) {
+  return connections << 32 | fds;
+}
+constexpr long Connections(uint64_t counts) { return static_cast<long>(counts >> 32); }
+constexpr long Fds(uint64_t counts) { return static_cast<long>(counts & 0xffffffffu); }
+
+// Adds `connections` and `fds` if the result fits the caps (or `force`).
+bool Add(long connections, long fds, bool force, FallbackReason* why) {
+  long max_connections = -1;  // -1: no cap
+  if (uint32_t most = GetConfig().max_shm_connections) max_connections = most;
+  sys::PrivateFdRange range = sys::CurrentPrivateFdRange();
+  long max_fds = std::max(
+      0L, range.shares_app_table ? range.soft_limit * GetConfig().fd_share_percent / 100
+                                 : range.room_above - kPrivateFdsForProcess);
+  uint64_t now = g_counts.load(std::memory_order_relaxed);
+  uint64_t next;
+  do {
+    long c = Connections(now) + connections, f = Fds(now) + fds;
+    if (!force && max_connections >= 0 && c > max_connections) {
+      *why = FallbackReason::kConnectionLimit;
+      return false;
+    }
+    if (!force && f > max_fds) {
+      *why = FallbackReason::kFdLimit;
+      return false;
+    }
+    next = Pack(c, f);
+  } while (!g_counts.compare_exchange_weak(now, next, std::memory_order_relaxed));
+  return true;
+}
 
 }  // namespace
 
-int PrivateFdsPerConnection() {
-  // The liveness TCP socket (a named segment is held by its name); a
-  // sealed segment keeps its memfd, and its SideState is a memfd of its
-  // own (side_state.h).
-  return GetSharingPolicy().enabled() ? 3 : 1;
-}
-
-DescriptorReservation DescriptorReservation::Take(FallbackReason* why) {
+DescriptorReservation DescriptorReservation::Take(int fds, FallbackReason* why) {
   DescriptorReservation r;
-  // The tighter of the two caps (-1: none) and the reason it gives.
-  long cap = -1;
-  FallbackReason cap_reason = FallbackReason::kConnectionLimit;
-  if (uint32_t most = GetConfig().max_shm_connections) cap = most;
-  sys::PrivateFdRange range = sys::CurrentPrivateFdRange();
-  long private_fds =
-      range.shares_app_table
-          ? range.soft_limit * GetConfig().fd_share_percent / 100
-          : range.room_above - kPrivateFdsForProcess;
-  long by_descriptors = std::max(0L, private_fds) / PrivateFdsPerConnection();
-  if (cap < 0 || by_descriptors < cap) {
-    cap = by_descriptors;
-    cap_reason = FallbackReason::kFdLimit;
-  }
-  int now = g_connections.load(std::memory_order_relaxed);
-  do {
-    if (cap >= 0 && now + 1 > cap) {
-      *why = cap_reason;
-      return r;
-    }
-  } while (!g_connections.compare_exchange_weak(now, now + 1,
-                                                std::memory_order_relaxed));
-  r.held_ = true;
+  if (Add(1, fds, false, why)) r.fds_ = fds;
   return r;
 }
 
-DescriptorReservation DescriptorReservation::Force() {
+DescriptorReservation DescriptorReservation::Force(int fds) {
   DescriptorReservation r;
-  g_connections.fetch_add(1, std::memory_order_relaxed);
-  r.held_ = true;
+  FallbackReason unused;
+  Add(1, fds, true, &unused);
+  r.fds_ = fds;
   return r;
+}
+
+bool DescriptorReservation::GrowTo(int fds, FallbackReason* why) {
+  if (fds <= fds_) return true;
+  if (!Add(0, fds - fds_, false, why)) return false;
+  fds_ = fds;
+  return true;
 }
 
 void DescriptorReservation::Give() {
-  if (!held_) return;
-  held_ = false;
-  g_connections.fetch_sub(1, std::memory_order_relaxed);
+  if (fds_ == 0) return;
+  g_counts.fetch_sub(Pack(1, fds_), std::memory_order_relaxed);
+  fds_ = 0;
 }
 
-int ReservedConnections() { return g_connections.load(std::memory_order_relaxed); }
+int ReservedConnections() {
+  return static_cast<int>(Connections(g_counts.load(std::memory_order_relaxed)));
+}
+
+int ReservedDescriptors() {
+  return static_cast<int>(Fds(g_counts.load(std::memory_order_relaxed)));
+}
 
 }  // namespace vsocket::fifo

@@ -4,10 +4,11 @@
 // (base/private_fd.h: the hard limit leaves no room above the soft one),
 // a share of that table (reason fd_limit).
 //
-// Each connection holds PrivateFdsPerConnection() descriptors beside the
-// application's: its liveness TCP socket (a named segment is held by its
-// name, not a descriptor); while sharing with other users, also the sealed
-// segment's memfd and its SideState memfd.  They
+// Each connection holds private descriptors beside the application's: a
+// named segment (held by its name) only its liveness TCP socket
+// (kNamedSegmentFds); a sealed one (handed over by descriptor, when the
+// listener is another user's or VSOCKET_SHARE_UIDS is set) also the
+// segment's memfd and its SideState memfd (kSealedSegmentFds).  They
 // may take at most VSOCKET_FD_SHARE percent of the soft limit; a connection
 // beyond that takes kernel TCP with reason fd_limit, so the application
 // keeps the rest of its table and gets EMFILE where the kernel would give
@@ -15,10 +16,10 @@
 // cap is what the range between the soft and the hard limit holds (less
 // kPrivateFdsForProcess), since they never spill below it.
 //
-// A DescriptorReservation stands for one connection's descriptors: taken
-// before they are made (client offer, server claim, exec adoption), held
-// by the transport, given back on release.  Thread-safe; a forked child
-// inherits the count with the connections.
+// A DescriptorReservation stands for one connection and its descriptors:
+// taken before they are made (client offer, server claim, exec adoption),
+// held by the transport, given back on release.  Thread-safe; a forked
+// child inherits the counts with the connections.
 #ifndef VSOCKET_FIFO_BRIDGE_DESCRIPTOR_BUDGET_H_
 #define VSOCKET_FIFO_BRIDGE_DESCRIPTOR_BUDGET_H_
 
@@ -26,8 +27,9 @@
 
 namespace vsocket::fifo {
 
-// 1, or 3 while VSOCKET_SHARE_UIDS makes every segment a sealed one.
-int PrivateFdsPerConnection();
+// Private descriptors of one connection, by the kind of its segment.
+inline constexpr int kNamedSegmentFds = 1;
+inline constexpr int kSealedSegmentFds = 3;
 // Private descriptors a process keeps besides its connections' (watcher
 // epoll and eventfd, listener markers, the live page): kept free for them.
 inline constexpr int kPrivateFdsForProcess = 64;
@@ -35,35 +37,41 @@ inline constexpr int kPrivateFdsForProcess = 64;
 class DescriptorReservation {
  public:
   DescriptorReservation() = default;
-  // One more connection, if it fits the budget; else an empty reservation
-  // (false) and *why says which limit (kFdLimit, kConnectionLimit).
-  static DescriptorReservation Take(FallbackReason* why);
+  // One more connection holding `fds` descriptors, if both fit the budget;
+  // else an empty reservation (false) and *why says which limit (kFdLimit,
+  // kConnectionLimit).
+  static DescriptorReservation Take(int fds, FallbackReason* why);
   // Counts a connection that exists already (adopted across exec),
   // whatever the budget.
-  static DescriptorReservation Force();
+  static DescriptorReservation Force(int fds);
+  // Raises this connection's descriptors to `fds` (a claim that found a
+  // sealed offer), if that fits; false with *why otherwise, and the
+  // reservation is unchanged.  REQUIRES: held.
+  bool GrowTo(int fds, FallbackReason* why);
   ~DescriptorReservation() { Give(); }
   DescriptorReservation(DescriptorReservation&& other) noexcept
-      : held_(other.held_) {
-    other.held_ = false;
+      : fds_(other.fds_) {
+    other.fds_ = 0;
   }
   DescriptorReservation& operator=(DescriptorReservation&& other) noexcept {
     if (this != &other) {
       Give();
-      held_ = other.held_;
-      other.held_ = false;
+      fds_ = other.fds_;
+      other.fds_ = 0;
     }
     return *this;
   }
-  explicit operator bool() const { return held_; }
+  explicit operator bool() const { return fds_ > 0; }
   // Gives the connection's descriptors back to the budget (idempotent).
   void Give();
 
  private:
-  bool held_ = false;
+  int fds_ = 0;  // 0: holds nothing
 };
 
-// Connections counted now (for tests and stats).
+// Connections and their descriptors counted now (for tests and stats).
 int ReservedConnections();
+int ReservedDescriptors();
 
 }  // namespace vsocket::fifo
 

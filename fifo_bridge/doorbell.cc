@@ -75,9 +75,11 @@ int SendFromWakeSocket(const void* data, size_t len,
   return rc;
 }
 
-// The one-byte payload of a server's decline (DeclineOffer); wake-ups and
-// filler carry a zero byte.
+// The payload of a server's decline (DeclineOffer): 'D', then 'U' when the
+// accepting process and the client do not share memory across their users;
+// wake-ups and filler carry a zero byte.
 constexpr char kDeclineByte = 'D';
+constexpr char kDeclineUidByte = 'U';
 
 Doorbell::Drained DrainDatagrams(int fd) {
   // One recvmmsg takes up to kBatch wake-ups; a short batch means the queue
@@ -98,7 +100,11 @@ Doorbell::Drained DrainDatagrams(int fd) {
     if (n < 0 && errno == EINTR) continue;
     for (int i = 0; i < n; ++i) {
       ++drained.datagrams;
-      if (msgs[i].msg_len == 1 && bufs[i][0] == kDeclineByte) drained.declined = true;
+      if (msgs[i].msg_len < 1 || msgs[i].msg_len > 2 || bufs[i][0] != kDeclineByte)
+        continue;
+      drained.declined = true;
+      if (msgs[i].msg_len == 2 && bufs[i][1] == kDeclineUidByte)
+        drained.declined_for_uid = true;
     }
     if (n < static_cast<int>(kBatch)) break;
   }
@@ -223,10 +229,12 @@ int Doorbell::RingSelf() const {
 
 Doorbell::Drained Doorbell::DrainWakeups() const { return DrainDatagrams(wait_fd()); }
 
-int Doorbell::DeclineOffer(const std::string& key) {
+int Doorbell::DeclineOffer(const std::string& key, DeclineWhy why) {
   struct sockaddr_un to;
   socklen_t len = MakeAddress(key, 'c', 'A', &to);
-  return AsWakeResult(SendDatagram(-1, &kDeclineByte, 1, to, len));
+  const char payload[2] = {kDeclineByte, kDeclineUidByte};
+  return AsWakeResult(
+      SendDatagram(-1, payload, why == DeclineWhy::kUsersDoNotShare ? 2 : 1, to, len));
 }
 
 bool Doorbell::ClientWaitSocketBound(const std::string& key) {

@@ -98,6 +98,7 @@ class Doorbell {
   struct Drained {
     int datagrams = 0;
     bool declined = false;
+    bool declined_for_uid = false;  // one said DeclineWhy::kUsersDoNotShare
   };
   Drained DrainWakeups() const;
 
@@ -106,9 +107,12 @@ class Doorbell {
   // client's wait socket, from a socket of its own.  It makes the socket
   // readable, so a client waiting for the answer wakes, drains it and moves
   // to TCP at once instead of at its claim timeout (its watcher looks too).
-  // No wake-up is ever 'D'.  Returns 0 or -errno (no such client: gone
-  // already).
-  static int DeclineOffer(const std::string& key);
+  // No wake-up is ever 'D'.  With kUsersDoNotShare the datagram is "DU":
+  // the accepting process runs as a user the client's does not share memory
+  // with (either side's VSOCKET_SHARE_UIDS), so the client names the reason
+  // uid_mismatch.  Returns 0 or -errno (no such client: gone already).
+  enum class DeclineWhy { kOther, kUsersDoNotShare };
+  static int DeclineOffer(const std::string& key, DeclineWhy why = DeclineWhy::kOther);
 
   // Server, first in a claim: whether the client of connection `key` may
   // have made an offer, i.e. a socket holds its wait socket's name (the

@@ -90,6 +90,12 @@ void OfferHandOut::OnSinkEvent() {
       sys::close(conn);  // the asker sees end of stream: -EACCES
       continue;
     }
+    if (handed_.exchange(true, std::memory_order_acq_rel)) {
+      // One segment, one taker: a later asker (the acceptor's claim has
+      // been made, or lost to the first asker) gets nothing.
+      sys::close(conn);
+      continue;
+    }
     HandOutMessage message = {kHandOutMagic, kHandOutVersion};
     struct iovec iov = {&message, sizeof(message)};
     union {
@@ -108,8 +114,10 @@ void OfferHandOut::OnSinkEvent() {
     cmsg->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cmsg), &segment_fd_, sizeof(int));
     // A fresh connection's buffer takes these few bytes at once.
-    if (sys::sendmsg(conn, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+    if (sys::sendmsg(conn, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
       VSOCKET_LOG(kDebug, "shared-memory offer: hand-out failed: %s", strerror(errno));
+      handed_.store(false, std::memory_order_release);  // the asker got nothing
+    }
     sys::close(conn);
   }
 }

@@ -2,8 +2,8 @@
 // that accepts the connection, whoever and whichever user that is: the
 // segment has no name another user could open, so it travels as a
 // descriptor over a Unix connection to an abstract address derived from the
-// connection key ("vsk1/O/<key>").  Used only when sharing with other users
-// is enabled (sharing_policy.h).
+// connection key ("vsk1/O/<key>").  Used when the listener is another
+// user's, or sharing with other users is enabled (sharing_policy.h).
 //
 //   client: before its SYN, OfferHandOut::Start binds the address; the
 //           process's liveness watcher thread answers each connection whose
@@ -13,11 +13,20 @@
 //
 // Several processes may accept on one listener (prefork, nginx workers):
 // the one that accepted the TCP connection asks, so each gets its own.
+// The segment goes out once; later askers are refused.  An asker is known
+// only by its uid: any process of an allowed user that asks before the
+// acceptor gets the segment (docs/PROTOCOL.md, "Sharing with other users":
+// why sharing across users stays opt-in).
+//
+// The client's own user is always allowed, so a client hands its offer to
+// a worker of its user under another user's listener (Apache's www-data
+// workers under a root master) without VSOCKET_SHARE_UIDS.
 #ifndef VSOCKET_FIFO_BRIDGE_OFFER_HAND_OUT_H_
 #define VSOCKET_FIFO_BRIDGE_OFFER_HAND_OUT_H_
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -46,6 +55,9 @@ class OfferHandOut final : public LivenessTarget {
       : listen_fd_(listen_fd), segment_fd_(segment_fd) {}
   const int listen_fd_;   // the bound, listening hand-out address
   const int segment_fd_;  // our own duplicate of the segment's descriptor
+  // The segment went out once.  Start's first look and the watcher thread
+  // may answer at the same time.
+  std::atomic<bool> handed_{false};
 };
 
 // Server: takes the sealed offer of `key` from the client's hand-out.

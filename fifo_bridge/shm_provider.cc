@@ -193,18 +193,16 @@ class ShmListener final : public ListenerAttachment {
 std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::string& key,
                                                    uid_t euid, bool same_uid,
                                                    Decline* decline) {
-  const SharingPolicy& sharing = GetSharingPolicy();
-  if (!same_uid && !sharing.enabled()) {
-    // The offer is in the marker user's directory, out of our reach: tell
-    // the client now.
-    Doorbell::DeclineOffer(key);
-    *decline = {FallbackReason::kUidMismatch, true};
-    return nullptr;
-  }
+  // The accepting process decides, not the user that listened: a client
+  // that finds a listener of another user hands its offer over sealed
+  // (offer_hand_out.h), so a worker running as the client's user (Apache's
+  // and nginx's www-data under a root master) takes it.  A named offer lies
+  // in the marker user's directory: only a process of that user opens it.
   // The budget and the private descriptors read the limit once.
   sys::NofileLimitSnapshot nofile_limit;
   FallbackReason over_budget = FallbackReason::kNone;
-  DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
+  DescriptorReservation descriptors = DescriptorReservation::Take(
+      same_uid ? kNamedSegmentFds : kSealedSegmentFds, &over_budget);
   if (!descriptors) {
     // No room for one more connection here: TCP, at once.
     Doorbell::DeclineOffer(key);
@@ -218,13 +216,19 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
   if (err == -ENOENT) {
     uid_t client_uid = 0;
     int fd = ReceiveHandedOffer(key, kHandOutWaitMs, &client_uid);
+    if (fd >= 0 && !descriptors.GrowTo(kSealedSegmentFds, &over_budget)) {
+      sys::close(fd);
+      Doorbell::DeclineOffer(key);
+      *decline = {over_budget, true};
+      return nullptr;
+    }
     if (fd >= 0) {
       err = ShmSegment::AdoptHandedOffer(fd, &segment);
     } else if (fd == -EACCES) {
       VSOCKET_LOG(kInfo, "declining the offer %s: uid %u and this process (uid "
                   "%u) do not share memory (VSOCKET_SHARE_UIDS)", key.c_str(),
                   static_cast<unsigned>(client_uid), static_cast<unsigned>(euid));
-      Doorbell::DeclineOffer(key);
+      Doorbell::DeclineOffer(key, Doorbell::DeclineWhy::kUsersDoNotShare);
       *decline = {FallbackReason::kUidMismatch, true};
       return nullptr;
     } else if (fd != -ENOENT) {
@@ -233,8 +237,9 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
   }
   if (err != 0) {
     if (err == -ENOENT && !same_uid) {
-      // Another user's client that does not share, or a plain TCP one.
-      Doorbell::DeclineOffer(key);
+      // A named offer in the marker user's directory: its client runs as
+      // that user, not ours.
+      Doorbell::DeclineOffer(key, Doorbell::DeclineWhy::kUsersDoNotShare);
       *decline = {FallbackReason::kUidMismatch, true};
     } else if (err == -ENOENT) {
       *decline = {FallbackReason::kPeerNotVsocket, false};  // no offer here
@@ -328,13 +333,21 @@ class ShmTransportProvider final : public TransportProvider {
     // (a container on the host network).  Pids and the names built from
     // them would mean other processes on each side.
     if (probe.pid == 0) return {FallbackReason::kPidNamespace, true};
+    // The listener's user need not be ours: whichever process accepts
+    // decides (ShmListener::ClaimOffer), and the hand-out gives the segment
+    // only to a process of our user or one VSOCKET_SHARE_UIDS lists.  So an
+    // offer is sealed and handed over whenever the acceptor may be another
+    // user's process: the listener is another user's (a root master whose
+    // workers may run as ours), or sharing with other users is on (nginx's
+    // workers are not the user that listened).
     const SharingPolicy& sharing = GetSharingPolicy();
-    if (!sharing.Allows(probe.uid)) return {FallbackReason::kUidMismatch, true};
+    const bool sealed = sharing.enabled() || probe.uid != ::geteuid();
 
     // The budget, the segment and the doorbell read the limit once.
     sys::NofileLimitSnapshot nofile_limit;
     FallbackReason over_budget = FallbackReason::kNone;
-    DescriptorReservation descriptors = DescriptorReservation::Take(&over_budget);
+    DescriptorReservation descriptors = DescriptorReservation::Take(
+        sealed ? kSealedSegmentFds : kNamedSegmentFds, &over_budget);
     if (!descriptors) return {over_budget, true};
     // Sealed offers have no name in the directory.
     PortNames names{[](uint16_t candidate, const void* context) {
@@ -342,15 +355,11 @@ class ShmTransportProvider final : public TransportProvider {
                       return ShmSegment::NameExists(ConnectionKey(*server, candidate));
                     },
                     &dst};
-    uint16_t port = EnsureLocalPort(fd, addr->sa_family,
-                                    sharing.enabled() ? nullptr : &names);
+    uint16_t port = EnsureLocalPort(fd, addr->sa_family, sealed ? nullptr : &names);
     if (port == 0) return {FallbackReason::kLocalPortsBusy, true};
     std::string key = ConnectionKey(dst, port);
     std::unique_ptr<ShmSegment> segment;
-    // Sharing with other users: the acceptor may be any of them (nginx's
-    // workers are not the user that listened), so every offer is sealed
-    // and handed over by descriptor.
-    int err = sharing.enabled()
+    int err = sealed
                   ? ShmSegment::CreateSealedOffer(options.ring_bytes, &segment)
                   : ShmSegment::CreateOffer(key, options.ring_bytes, &segment);
     if (err != 0) {
@@ -365,7 +374,7 @@ class ShmTransportProvider final : public TransportProvider {
       return {ReasonForSetupError(err), true};
     }
     std::unique_ptr<OfferHandOut> hand_out;
-    if (sharing.enabled()) {
+    if (sealed) {
       hand_out = OfferHandOut::Start(key, segment->fd(), &err);
       if (!hand_out) {
         VSOCKET_LOG(kDebug, "offer %s: hand-out: %s", key.c_str(), strerror(-err));
@@ -431,7 +440,10 @@ class ShmTransportProvider final : public TransportProvider {
       return nullptr;
     }
     auto transport = ShmTransport::AdoptInherited(role, user_fd, inherited, why);
-    if (transport) transport->HoldDescriptors(DescriptorReservation::Force());
+    // A sealed segment came with its side state's memfd.
+    if (transport)
+      transport->HoldDescriptors(DescriptorReservation::Force(
+          inherited.side >= 0 ? kSealedSegmentFds : kNamedSegmentFds));
     return transport;
   }
 };

@@ -197,7 +197,7 @@ int64_t ShmTransport::OnDeadline() {
     if (LookForDecline()) {
       // Nobody drained it: the application sleeps, in poll() for POLLOUT
       // say, or not on this descriptor at all.
-      MaybeRevoke(true, FallbackReason::kClaimDeclined);
+      MaybeRevoke(true, DeclineReason());
       return 0;
     }
     if (listener_pid_ > 0 && ProcessIsGone(listener_pid_)) {

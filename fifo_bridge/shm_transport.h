@@ -340,6 +340,9 @@ class ShmTransport final : public Transport,
   // revoke now.  True when the connection is on TCP.  REQUIRES: no side
   // lock held (MaybeRevoke takes both).
   bool TakeDecline();
+  // The reason a decline the client took gives the move: uid_mismatch or
+  // claim_declined.
+  FallbackReason DeclineReason() const;
   // Client, unclaimed, inside a call on the descriptor or on the watcher
   // thread: drains the wait socket; true when that found a decline.  What
   // else it held is put back as one wake-up of our own.
@@ -392,6 +395,9 @@ class ShmTransport final : public Transport,
   // Client, unclaimed: a drain of the wait socket took the server's
   // decline (Doorbell::DeclineOffer); TakeDecline acts on it.
   std::atomic<bool> decline_seen_{false};
+  // ... and that decline said the users do not share memory (uid_mismatch
+  // rather than claim_declined).  Set before decline_seen_.
+  std::atomic<bool> decline_for_uid_{false};
   bool wakes_watched_ = false;  // WatchWakes(my wake name)
   std::atomic<bool> claimed_{false};
   bool watched_ = false;  // registered with the liveness watcher

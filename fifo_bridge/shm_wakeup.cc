@@ -100,8 +100,10 @@ Doorbell::Drained ShmTransport::DrainOwnWakeups() {
                                                 : doorbell_->DrainWakeups();
   rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
   // After the claim a 'D' is a stranger's: the server declines only before.
-  if (drained.declined && role_ == Role::kClient && !IsClaimed())
+  if (drained.declined && role_ == Role::kClient && !IsClaimed()) {
+    if (drained.declined_for_uid) decline_for_uid_.store(true, std::memory_order_relaxed);
     decline_seen_.store(true, std::memory_order_release);
+  }
   return drained;
 }
 
@@ -114,7 +116,12 @@ bool ShmTransport::LookForDecline() {
 
 bool ShmTransport::TakeDecline() {
   if (!decline_seen_.load(std::memory_order_acquire)) return false;
-  return MaybeRevoke(true, FallbackReason::kClaimDeclined);
+  return MaybeRevoke(true, DeclineReason());
+}
+
+FallbackReason ShmTransport::DeclineReason() const {
+  return decline_for_uid_.load(std::memory_order_acquire) ? FallbackReason::kUidMismatch
+                                                          : FallbackReason::kClaimDeclined;
 }
 
 // Blocking and lifting are apart (hysteresis): the producer blocks when

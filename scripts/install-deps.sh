@@ -27,7 +27,7 @@ if [[ $args == *" --ccache "* ]]; then
 fi
 if [[ $args == *" --apps "* ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached
-             libmemcached-tools python3-torch vsftpd)
+             libmemcached-tools python3-torch vsftpd apache2)
 fi
 missing=()
 for p in "${packages[@]}"; do

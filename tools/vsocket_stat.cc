@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tools/live_page_reader.h"
+#include "vsocket/fallback_advice.h"
 
 namespace vsocket_stat {
 namespace {
@@ -195,6 +196,10 @@ std::string Text(const std::vector<Process>& all) {
       out += "  fallback:";
       for (const auto& [name, n] : p.fallback_reasons) out += " " + name + "=" + std::to_string(n);
       out += "\n";
+      for (const auto& [name, n] : p.fallback_reasons) {
+        if (const char* advice = vsocket::FallbackReasonAdvice(name))
+          out += "    " + name + ": " + advice + "\n";
+      }
     }
     if (p.unlisted) out += "  (" + std::to_string(p.unlisted) + " connections not listed)\n";
     if (p.connections.empty()) continue;

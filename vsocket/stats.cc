@@ -9,6 +9,7 @@
 
 #include "base/real_libc.h"
 #include "vsocket/config.h"
+#include "vsocket/fallback_advice.h"
 #include "vsocket/live_stats.h"
 #include "vsocket/log.h"
 
@@ -32,8 +33,18 @@ LiveHeader::Kind& Of(TransportKind kind) {
 }
 
 void PrintAtExit() {
-  std::string line = StatsJson() + "\n";
-  ssize_t ignored = sys::write(STDERR_FILENO, line.data(), line.size());
+  std::string text = StatsJson() + "\n";
+  // Then, for each reason a user can act on, how.
+  const LiveHeader* header = LiveStatsHeaderIfMade();
+  for (int r = 1; header && r < kReasons; ++r) {
+    uint64_t n = header->reasons[r].load(std::memory_order_relaxed);
+    const char* name = FallbackReasonName(static_cast<FallbackReason>(r));
+    const char* advice = FallbackReasonAdvice(name);
+    if (n == 0 || !advice) continue;
+    text += "vsocket: " + std::to_string(n) + " connection" + (n == 1 ? "" : "s") +
+            " on kernel TCP for " + name + ": " + advice + "\n";
+  }
+  ssize_t ignored = sys::write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
 }
 

@@ -125,7 +125,10 @@ VSOCKET_API ssize_t vsocket_send_registered(int fd, struct vsocket_region* regio
  * Returns 0 at end of stream (or if max is 0), -1 with errno as recv
  * (EAGAIN, ECONNRESET, EINTR, ENOTCONN, EBADF, ENOTSOCK).  The bytes are
  * not consumed: they stay valid, unchanged and unread until
- * vsocket_recv_release() or vsocket_close() of the socket.
+ * vsocket_recv_release() or vsocket_close() of the socket (unchanged by
+ * vsocket: a hostile shared-memory peer of another user that
+ * VSOCKET_SHARE_UIDS lists can still write them; copy before validating
+ * such a peer's bytes, docs/PROTOCOL.md, "Threat model").
  * One view per socket: a second call before the release (or while another
  * thread waits in this call) fails with EBUSY.  Other errors: EFAULT (data
  * NULL), EINVAL (flags other than MSG_DONTWAIT), EOPNOTSUPP (a kernel

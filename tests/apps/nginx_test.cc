@@ -8,11 +8,13 @@
 //  - As its users run it (NginxMasterWorker): the master (root) listens and
 //    forks workers that accept, as another user (`user www-data;`, Debian's
 //    default) or as the master's own; both ends preloaded, curl downloads
-//    the file.  Workers of another user cannot open the offers made to the
-//    master's uid: each is declined at once (claim_declined) and runs on
-//    kernel TCP.  (Before: curl hung; the offer was revoked only at the
-//    claim timeout, and only if curl ever called into the socket.)  Workers
-//    of the master's user claim them: shared memory.
+//    the file.  The accepting worker decides: a client of the workers' user
+//    (www-data) hands its sealed offer to the worker and shares memory; a
+//    client of the master's user (root) made a named offer the workers
+//    cannot open, declined at once (uid_mismatch on both ends) onto kernel
+//    TCP.  (Before: curl hung; the offer was revoked only at the claim
+//    timeout, and only if curl ever called into the socket.)  Workers of
+//    the master's user claim them: shared memory.
 #include <sys/stat.h>
 
 #include "app_test.h"
@@ -127,8 +129,10 @@ struct MasterWorkerOutcome {
 };
 
 // `share`: each end lists the other's user in VSOCKET_SHARE_UIDS.
+// `client_user`: who runs curl (setpriv), root by default.
 MasterWorkerOutcome RunMasterWorker(const std::string& worker_user,
-                                    bool share = false) {
+                                    bool share = false,
+                                    const std::string& client_user = "root") {
   MasterWorkerOutcome o;
   std::string dir = TempDir();
   ::chmod(dir.c_str(), 0755);  // the workers read the file as worker_user
@@ -144,8 +148,14 @@ MasterWorkerOutcome RunMasterWorker(const std::string& worker_user,
   // -m: a hang fails the test instead of stalling it (kernel TCP: ~ms).
   Options client = Preloaded(true);
   if (share) client.env["VSOCKET_SHARE_UIDS"] = worker_user;
-  o.curl = Run({"curl", "-sS", "--fail", "-m", "10", "-o", o.downloaded, url},
-               client, Ms(20000));
+  std::vector<std::string> curl = {"curl", "-sS", "--fail", "-m", "10", "-o", o.downloaded, url};
+  if (client_user != "root") {
+    curl.insert(curl.begin(), {"setpriv", "--reuid=" + client_user,
+                               "--regid=" + client_user, "--clear-groups", "--"});
+    std::string download_dir = o.downloaded.substr(0, o.downloaded.rfind('/'));
+    ::chmod(download_dir.c_str(), 0777);  // curl writes it as that user
+  }
+  o.curl = Run(curl, client, Ms(20000));
   o.server = server->Stop(SIGTERM);
   EXPECT_RUN_OK(o.curl);
   EXPECT_EQ(Sha256Of(o.downloaded), Sha256Of(o.served));
@@ -157,8 +167,18 @@ TEST(NginxMasterWorker, WorkersAsAnotherUserDeclineAtOnceAndServeOverTcp) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (nginx switches users)";
   MasterWorkerOutcome o = RunMasterWorker("www-data");
   Stats s = ParseStats(o.curl.err);
-  EXPECT_EQ(s.Reason("claim_declined"), 1) << o.curl.err;
+  EXPECT_EQ(s.Reason("uid_mismatch"), 1) << o.curl.err;
   EXPECT_GT(s.tcp_received, 1 << 20) << o.curl.err;
+}
+
+// The accepting worker decides: a client of the workers' own user shares
+// memory with them under the root master, without VSOCKET_SHARE_UIDS.
+TEST(NginxMasterWorker, ClientsOfTheWorkersUserShareMemory) {
+  VSA_REQUIRE_PROGRAMS("nginx", "curl", "setpriv");
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (nginx switches users)";
+  MasterWorkerOutcome o = RunMasterWorker("www-data", false, "www-data");
+  ExpectShmPath(o.curl, 1);
+  EXPECT_GT(ParseStats(o.curl.err).shm_received, 1 << 20) << o.curl.err;
 }
 
 // Opt-in sharing across users (VSOCKET_SHARE_UIDS on both ends): the

@@ -2,8 +2,8 @@
 // fifo_bridge/sharing_policy.h): the python3 echo pair with the server run
 // as nobody and the client as root.  Memory is shared only when each end
 // lists the other's user; otherwise the connection takes kernel TCP with
-// uid_mismatch (or the client's claim_declined), and the bytes arrive
-// either way.
+// uid_mismatch on both ends (the client offers a sealed segment, and the
+// accepting process's decline says why), and the bytes arrive either way.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -66,7 +66,11 @@ TEST(CrossUser, NothingIsSharedByDefault) {
   Stats c = ParseStats(o.client.err);
   EXPECT_EQ(c.shm_connections, 0) << o.client.err;
   EXPECT_EQ(c.Reason("uid_mismatch"), 1) << o.client.err;
+  EXPECT_EQ(ParseStats(o.server.err).Reason("uid_mismatch"), 1) << o.server.err;
   EXPECT_EQ(c.tcp_sent, kEchoBytes) << o.client.err;
+  // The exit statistics say how to share.
+  EXPECT_NE(o.client.err.find("VSOCKET_SHARE_UIDS=<user>"), std::string::npos)
+      << o.client.err;
 }
 
 TEST(CrossUser, AServerThatDoesNotListTheClientDeclinesAtOnce) {
@@ -74,7 +78,7 @@ TEST(CrossUser, AServerThatDoesNotListTheClientDeclinesAtOnce) {
   Outcome o = RunAcrossUsers("", "nobody");
   Stats c = ParseStats(o.client.err), s = ParseStats(o.server.err);
   EXPECT_EQ(c.shm_connections, 0) << o.client.err;
-  EXPECT_EQ(c.Reason("claim_declined"), 1) << o.client.err;
+  EXPECT_EQ(c.Reason("uid_mismatch"), 1) << o.client.err;
   EXPECT_EQ(s.Reason("uid_mismatch"), 1) << o.server.err;
   // Bytes written into the offered ring before the decline were replayed
   // over TCP; the stats count them where they were first written.
