@@ -15,7 +15,7 @@
 // the one that accepted the TCP connection asks, so each gets its own.
 // The segment goes out once; later askers are refused.  An asker is known
 // only by its uid: any process of an allowed user that asks before the
-// acceptor gets the segment (docs/PROTOCOL.md, "Sharing with other users":
+// acceptor gets the segment (docs/PROTOCOL.md, "Threat model":
 // why sharing across users stays opt-in).
 //
 // The client's own user is always allowed, so a client hands its offer to

@@ -15,7 +15,7 @@ inline const char* FallbackReasonAdvice(std::string_view reason) {
   if (reason == "uid_mismatch")
     return "the peer runs as another user; to share memory with it, list each "
            "other's user on both ends: VSOCKET_SHARE_UIDS=<user> "
-           "(docs/PROTOCOL.md, \"Sharing with other users\")";
+           "(docs/PROTOCOL.md, \"Sealed offers and sharing with other users\")";
   if (reason == "fd_limit")
     return "the descriptor budget is full; raise the hard RLIMIT_NOFILE or "
            "VSOCKET_FD_SHARE (docs/COMPATIBILITY.md)";
