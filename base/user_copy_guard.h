@@ -23,8 +23,10 @@
 #ifndef VSOCKET_BASE_USER_COPY_GUARD_H_
 #define VSOCKET_BASE_USER_COPY_GUARD_H_
 
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stddef.h>
 
 namespace vsocket {
 
@@ -54,6 +56,19 @@ template <typename Fn>
 bool GuardedUserCopy(Fn&& copy) {
   return user_copy_internal::RunGuarded(
       [](void* f) { (*static_cast<Fn*>(f))(); }, &copy);
+}
+
+// The kernel's get_user/copy_to_user for the few values vsocket answers
+// itself (an ioctl's int, a getsockopt's value and length): false, having
+// set errno to EFAULT, when the caller's pointer is bad.  Install the guard.
+inline bool CopyFromUser(void* to, const void* from, size_t n) {
+  InstallUserCopyGuard();
+  if (GuardedUserCopy([&] { __builtin_memcpy(to, from, n); })) return true;
+  errno = EFAULT;
+  return false;
+}
+inline bool CopyToUser(void* to, const void* from, size_t n) {
+  return CopyFromUser(to, from, n);
 }
 
 // Async-signal-safe; for signal handlers that stand in front of the guard's

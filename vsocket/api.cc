@@ -4,6 +4,7 @@
 // SendMsg/RecvMsg, in the kernel's connect/accept, or in poll.
 #include "base/after_fork.h"
 #include "base/real_libc.h"
+#include "base/user_copy_guard.h"
 #include "vsocket/vsocket.h"
 
 #include <errno.h>
@@ -470,16 +471,23 @@ int vsocket_getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   Transport* t = vs->TransportFinishingConnect(fd);
   // On kernel TCP too: a transport that moved there may have taken the
   // kernel's error first and hands it on (TcpTransport::AfterSwap).
-  bool kernel_stream = t && (t->capabilities() & vsocket::kCapKernelStream);
-  bool whole_int = val && len && *len >= sizeof(int);
-  if (t && level == SOL_SOCKET && name == SO_ERROR && (!kernel_stream || whole_int)) {
-    if (!whole_int) {
+  if (t && level == SOL_SOCKET && name == SO_ERROR) {
+    // As sk_getsockopt: the length (EFAULT; negative: EINVAL), then the
+    // error, taken once, in min(length, sizeof(int)) bytes, and the length
+    // written back.
+    int given = 0;
+    if (len == nullptr) {
+      errno = EFAULT;
+      return -1;
+    }
+    if (!vsocket::CopyFromUser(&given, len, sizeof(given))) return -1;
+    if (given < 0) {
       errno = EINVAL;
       return -1;
     }
+    socklen_t n = given < static_cast<int>(sizeof(int)) ? given : sizeof(int);
     int err = t->TakeError();
-    std::memcpy(val, &err, sizeof(int));
-    *len = sizeof(int);
+    if ((n > 0 && !vsocket::CopyToUser(val, &err, n)) || !vsocket::CopyToUser(len, &n, sizeof(n))) return -1;
     return 0;
   }
   return sys::getsockopt(t ? t->tcp_fd() : fd, level, name, val, len);
@@ -528,16 +536,19 @@ int vsocket_ioctl(int fd, unsigned long request, void* arg) {
   auto vs = LookupSocket(fd);
   if (!vs) return sys::ioctl(fd, request, arg);
   vsocket::BeforeWait();  // held-back sends first (vsocket_setsockopt)
+  // The two requests answered here touch the caller's int as the kernel
+  // does: a bad pointer is EFAULT (NULL goes to the kernel, which says so).
   if (request == FIONBIO && arg) {
-    SetNonblocking(vs.get(), fd, *static_cast<int*>(arg) != 0);
+    int on;
+    if (!vsocket::CopyFromUser(&on, arg, sizeof(on))) return -1;
+    SetNonblocking(vs.get(), fd, on != 0);
     return 0;
   }
   Transport* t = vs->TransportFinishingConnect(fd);
   if (request == FIONREAD && t && arg) {
     int n = t->ReadableBytes();
     if (n < 0) return -1;
-    *static_cast<int*>(arg) = n;
-    return 0;
+    return vsocket::CopyToUser(arg, &n, sizeof(n)) ? 0 : -1;
   }
   return sys::ioctl(t ? t->tcp_fd() : fd, request, arg);
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/real_libc.h"
+#include "base/user_copy_guard.h"
 #include "vsocket/log.h"
 
 namespace vsocket {
@@ -51,15 +52,17 @@ bool GetDeferAccept(const VirtualSocket& vs, void* val, socklen_t* len,
                     int* rc) {
   int seconds = vs.held_defer_accept();
   if (seconds < 0) return false;
+  // As the kernel: reads the length, copies min(*len, sizeof(int)) bytes
+  // and writes the length back; a bad pointer is EFAULT.
+  socklen_t given;
+  *rc = -1;
   if (val == nullptr || len == nullptr) {
     errno = EFAULT;
-    *rc = -1;
     return true;
   }
-  // As the kernel: copies min(*len, sizeof(int)) bytes.
-  socklen_t n = *len < static_cast<socklen_t>(sizeof(int)) ? *len : sizeof(int);
-  std::memcpy(val, &seconds, n);
-  *len = n;
+  if (!CopyFromUser(&given, len, sizeof(given))) return true;
+  socklen_t n = given < static_cast<socklen_t>(sizeof(int)) ? given : sizeof(int);
+  if (!CopyToUser(val, &seconds, n) || !CopyToUser(len, &n, sizeof(n))) return true;
   *rc = 0;
   return true;
 }

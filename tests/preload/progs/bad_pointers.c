@@ -1,12 +1,17 @@
 /* Bad pointers under the interposer, as kernel TCP answers them: EFAULT
- * from send/recv/writev/readv/sendmsg/recvmsg, nothing sent or consumed.
+ * from send/recv/writev/readv/sendmsg/recvmsg, nothing sent or consumed;
+ * EFAULT from the ioctls and getsockopts vsocket answers itself (FIONREAD,
+ * FIONBIO, SO_ERROR, TCP_DEFER_ACCEPT on a listener), and their lengths as
+ * the kernel has them.
  * The fault guard vsocket installs for its ring copies stays out of sight:
  * sigaction() shows the program's own SIGSEGV action (SIG_DFL until it
  * sets one), and a handler the program installs later still gets the
  * program's own faults, while a bad pointer given to a socket call is
  * still EFAULT.
  * usage: bad_pointers */
+#include <netinet/tcp.h>
 #include <setjmp.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 
@@ -39,9 +44,57 @@ static void bad_calls(int c, int s, void* gone) {
   CHECK_EQ(errno, EFAULT);
   CHECK_EQ(recvmsg(s, (struct msghdr*)gone, 0), -1);
   CHECK_EQ(errno, EFAULT);
+  int v = -1;
+  CHECK_EQ(ioctl(s, FIONREAD, gone), -1);
+  CHECK_EQ(errno, EFAULT);
+  CHECK_EQ(ioctl(s, FIONREAD, &v), 0);
+  CHECK_EQ(v, 2);
+  CHECK_EQ(ioctl(s, FIONBIO, gone), -1);
+  CHECK_EQ(errno, EFAULT);
   char two[2];
   CHECK_EQ(recv(s, two, 2, MSG_WAITALL), 2);
   CHECK(memcmp(two, "ok", 2) == 0);
+  socklen_t len = sizeof(v);
+  CHECK_EQ(getsockopt(s, SOL_SOCKET, SO_ERROR, gone, &len), -1);
+  CHECK_EQ(errno, EFAULT);
+  CHECK_EQ(getsockopt(s, SOL_SOCKET, SO_ERROR, &v, (socklen_t*)gone), -1);
+  CHECK_EQ(errno, EFAULT);
+  CHECK_EQ(getsockopt(s, SOL_SOCKET, SO_ERROR, &v, NULL), -1);
+  CHECK_EQ(errno, EFAULT);
+  len = (socklen_t)-1;
+  CHECK_EQ(getsockopt(s, SOL_SOCKET, SO_ERROR, &v, &len), -1);
+  CHECK_EQ(errno, EINVAL);
+  /* A short length takes that many bytes, as the kernel gives them. */
+  len = 2;
+  v = -1;
+  CHECK_EQ(getsockopt(s, SOL_SOCKET, SO_ERROR, &v, &len), 0);
+  CHECK_EQ(len, 2);
+  CHECK_EQ(v & 0xffff, 0);
+  len = 0;
+  CHECK_EQ(getsockopt(s, SOL_SOCKET, SO_ERROR, &v, &len), 0);
+  CHECK_EQ(len, 0);
+}
+
+/* TCP_DEFER_ACCEPT read back from a listener (vsocket keeps it from the
+ * kernel on a listener with fast paths, and answers getsockopt itself). */
+static void bad_listener_calls(void* gone) {
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(l >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  CHECK(bind(l, (struct sockaddr*)&a, sizeof(a)) == 0);
+  CHECK(listen(l, 1) == 0);
+  int seconds = 5;
+  CHECK(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof(seconds)) == 0);
+  int v = 0;
+  socklen_t len = sizeof(v);
+  CHECK_EQ(getsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, gone, &len), -1);
+  CHECK_EQ(errno, EFAULT);
+  CHECK_EQ(getsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, (socklen_t*)gone), -1);
+  CHECK_EQ(errno, EFAULT);
+  CHECK_EQ(getsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &len), 0);
+  CHECK_EQ(len, sizeof(v));
+  CHECK(v > 0); /* the kernel rounds it to retransmissions */
+  close(l);
 }
 
 static sigjmp_buf g_back;
@@ -63,6 +116,7 @@ int main(void) {
   CHECK(q.sa_handler == SIG_DFL);
   void* gone = inaccessible_page();
   bad_calls(c, s, gone);
+  bad_listener_calls(gone);
 
   /* The program's own handler: its own faults reach it. */
   struct sigaction sa;
