@@ -210,7 +210,9 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   vsocket::ConnectionEndpoints ends;
   int tcp_fd;
   if (addr) {
-    socklen_t given = len ? *len : 0;
+    // A bad length pointer: the kernel's accept fails with EFAULT.
+    socklen_t given = 0;
+    if (len) vsocket::CopyFromUser(&given, len, sizeof(given));
     tcp_fd = sys::accept4(fd, addr, len, flags);
     if (tcp_fd >= 0 && *len <= given) ends.SetPeer(addr, *len);  // not cut short
   } else {

@@ -1,8 +1,8 @@
 /* Bad pointers under the interposer, as kernel TCP answers them: EFAULT
  * from send/recv/writev/readv/sendmsg/recvmsg, nothing sent or consumed;
  * EFAULT from the ioctls and getsockopts vsocket answers itself (FIONREAD,
- * FIONBIO, SO_ERROR, TCP_DEFER_ACCEPT on a listener), and their lengths as
- * the kernel has them.
+ * FIONBIO, SO_ERROR, TCP_DEFER_ACCEPT on a listener) and from accept()
+ * with a bad length pointer, and the lengths as the kernel has them.
  * The fault guard vsocket installs for its ring copies stays out of sight:
  * sigaction() shows the program's own SIGSEGV action (SIG_DFL until it
  * sets one), and a handler the program installs later still gets the
@@ -94,6 +94,17 @@ static void bad_listener_calls(void* gone) {
   CHECK_EQ(getsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &len), 0);
   CHECK_EQ(len, sizeof(v));
   CHECK(v > 0); /* the kernel rounds it to retransmissions */
+  /* accept() with a bad length pointer: EFAULT, and the kernel drops the
+   * connection it took. */
+  socklen_t alen = sizeof(a);
+  CHECK(getsockname(l, (struct sockaddr*)&a, &alen) == 0);
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(connect(c, (struct sockaddr*)&a, sizeof(a)) == 0);
+  CHECK_EQ(write(c, "x", 1), 1); /* TCP_DEFER_ACCEPT waits for data */
+  struct sockaddr_in peer;
+  CHECK_EQ(accept(l, (struct sockaddr*)&peer, (socklen_t*)gone), -1);
+  CHECK_EQ(errno, EFAULT);
+  close(c);
   close(l);
 }
 
