@@ -82,11 +82,36 @@ void RemoveAlias(int fd, VirtualSocket* vs) {
   if (numbers.size() <= 1) St().aliases.erase(it);
 }
 
-// REQUIRES: St().mutex held.  `fd` no longer refers to `vs`.  Returns the
-// table's reference, to be dropped after the mutex is released.
-std::shared_ptr<VirtualSocket> AfterNumberLost(int fd, VirtualSocket* vs) {
-  RemoveAlias(fd, vs);
+// REQUIRES: St().mutex held.  Whether a number other than `fd` names `vs`.
+bool HasOtherNumber(int fd, const VirtualSocket* vs) {
+  auto it = St().aliases.find(vs);
+  if (it == St().aliases.end()) return false;
+  for (int n : it->second)
+    if (n != fd) return true;
+  return false;
+}
+
+// REQUIRES: St().mutex held; `fd` names `vs` (also when the kernel already
+// closed it), and the aliases still list it.  fd's epoll registrations as
+// the kernel keeps them: they live on while another number keeps the open
+// file (its last number takes the kept ones with it).
+void EpollRegistrationsAfterNumberLost(int fd, const std::shared_ptr<VirtualSocket>& vs) {
+  if (HasOtherNumber(fd, vs.get())) {
+    KeepRegistrationsOfClosedNumber(fd, vs);
+    return;
+  }
   ForgetEpollRegistrations(fd);
+  ForgetKeptRegistrations(vs.get());
+}
+
+// REQUIRES: St().mutex held.  `fd` no longer refers to `vs`, or does
+// again at once (`same_file`: dup2 of another number of vs onto it, which
+// leaves the kernel's registrations of fd as they are).  Returns the
+// table's reference, to be dropped after the mutex is released.
+std::shared_ptr<VirtualSocket> AfterNumberLost(int fd, const std::shared_ptr<VirtualSocket>& vs,
+                                               bool same_file = false) {
+  if (!same_file) EpollRegistrationsAfterNumberLost(fd, vs);
+  RemoveAlias(fd, vs.get());
   return UnregisterSocket(fd);
 }
 
@@ -176,10 +201,15 @@ int Duplicate(DupOp op, int oldfd, int target, int flags) {
     vs_old = LookupSocket(oldfd);
     bool onto = op == DupOp::kDup2 || op == DupOp::kDup3;
     if (onto && target != oldfd) vs_new = LookupSocket(target);
-    if (vs_new) BeforeNumberLost(target, vs_new.get());
+    if (vs_new) {
+      BeforeNumberLost(target, vs_new.get());
+      // Before the number names the new object: changes the busy poll
+      // deferred reach the registrations the kernel keeps (see close()).
+      ApplyDeferredMods(target);
+    }
     result = RealDup(op, oldfd, target, flags);
     if (result >= 0) {
-      if (vs_new) dropped = AfterNumberLost(target, vs_new.get());
+      if (vs_new) dropped = AfterNumberLost(target, vs_new, vs_new == vs_old);
       if (vs_old && result != oldfd) {
         RegisterSocket(result, vs_old);
         AddAlias(vs_old.get(), oldfd, result);
@@ -196,14 +226,17 @@ int CloseDescriptor(int fd) {
     std::shared_ptr<VirtualSocket> vs;
     std::lock_guard<std::mutex> lock(St().mutex);
     vs = LookupSocket(fd);
-    if (vs) {
-      BeforeNumberLost(fd, vs.get());
-      RemoveAlias(fd, vs.get());
-    }
+    if (vs) BeforeNumberLost(fd, vs.get());
     // A DEL the program made before closing reaches the kernel, which
-    // would otherwise keep reporting the object while a dup holds it.
+    // would otherwise keep reporting the object while a dup holds it; an
+    // ADD or MOD made before closing is the one the kernel keeps then.
     ApplyDeferredMods(fd);
-    ForgetEpollRegistrations(fd);
+    if (vs) {
+      EpollRegistrationsAfterNumberLost(fd, vs);
+      RemoveAlias(fd, vs.get());
+    } else {
+      ForgetEpollRegistrations(fd);
+    }
   }  // the reference is dropped here; vsocket_close drops the table's
   return vsocket_close(fd);
 }
@@ -215,7 +248,7 @@ void ForgetDescriptor(int fd) {
     vs = LookupSocket(fd);
     if (vs) {
       BeforeNumberLost(fd, vs.get());
-      dropped = AfterNumberLost(fd, vs.get());
+      dropped = AfterNumberLost(fd, vs);
     }
   }
   Drop(&vs, &dropped);

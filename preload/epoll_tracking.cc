@@ -2,6 +2,7 @@
 #include "base/after_fork.h"
 
 #include <errno.h>
+#include <limits.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,9 +20,21 @@
 namespace vsocket::preload {
 namespace {
 
+// A registration of a closed number whose open file lives on under
+// another number (KeepRegistrationsOfClosedNumber).
+struct Kept {
+  int key;  // its descriptor in the user-space sets
+  int epfd;
+  struct epoll_event event;
+  std::weak_ptr<VirtualSocket> socket;
+  const VirtualSocket* owner;  // compared only while the owner is alive
+};
+
 struct Tracked {
   std::mutex mutex;
   std::unordered_map<int, std::vector<EpollRegistration>> by_fd;
+  std::vector<Kept> kept;
+  int next_key = -2;  // -1 is no descriptor
 };
 
 Tracked& T() {
@@ -33,7 +46,23 @@ Tracked& T() {
 std::atomic<int> g_count{0};
 // After any change to T().by_fd.  REQUIRES: T().mutex.
 void Changed() {
-  g_count.store(static_cast<int>(T().by_fd.size()), std::memory_order_relaxed);
+  g_count.store(static_cast<int>(T().by_fd.size() + T().kept.size()),
+                std::memory_order_relaxed);
+}
+
+// Removes the kept registrations `drop` says, telling their sets.
+// REQUIRES: T().mutex.
+template <typename Pred>
+void RemoveKept(Pred drop) {
+  auto& kept = T().kept;
+  auto end = std::remove_if(kept.begin(), kept.end(), [&](const Kept& k) {
+    if (!drop(k)) return false;
+    EpollUserSet::NoteChange(k.epfd, k.key, EpollUserSet::Change::kRemove, nullptr);
+    return true;
+  });
+  if (end == kept.end()) return;
+  kept.erase(end, kept.end());
+  Changed();
 }
 
 // The user-space halves of the sets hear of each change under T().mutex,
@@ -146,7 +175,34 @@ void ForgetEpollSetRegistrations(int epfd) {
                regs.end());
     it = regs.empty() ? T().by_fd.erase(it) : std::next(it);
   }
+  RemoveKept([epfd](const Kept& k) { return k.epfd == epfd; });
   Changed();
+}
+
+void KeepRegistrationsOfClosedNumber(int fd,
+                                     const std::shared_ptr<VirtualSocket>& socket) {
+  DropDeferredMods(fd);  // applied by the caller, or lost with the number
+  if (g_count.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(T().mutex);
+  auto it = T().by_fd.find(fd);
+  if (it == T().by_fd.end()) return;
+  for (const EpollRegistration& r : it->second) {
+    Tracked& t = T();
+    int key = t.next_key;
+    t.next_key = key == INT_MIN ? -2 : key - 1;
+    t.kept.push_back({key, r.epfd, r.event, socket, socket.get()});
+    EpollUserSet::NoteKept(r.epfd, fd, key, r.event, socket);
+  }
+  T().by_fd.erase(it);
+  Changed();
+}
+
+void ForgetKeptRegistrations(const VirtualSocket* socket) {
+  if (g_count.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(T().mutex);
+  if (T().kept.empty()) return;
+  // Expired ones too: a socket whose last number was closed without us.
+  RemoveKept([socket](const Kept& k) { return k.owner == socket || k.socket.expired(); });
 }
 
 void ForgetEpollRegistrations(int fd) {
@@ -170,8 +226,10 @@ std::vector<FdRegistration> RegistrationsIn(int epfd) {
   std::lock_guard<std::mutex> lock(T().mutex);
   for (const auto& [fd, regs] : T().by_fd) {
     for (const auto& r : regs)
-      if (r.epfd == epfd) found.push_back({fd, r.event});
+      if (r.epfd == epfd) found.push_back({fd, r.event, {}});
   }
+  for (const Kept& k : T().kept)
+    if (k.epfd == epfd) found.push_back({k.key, k.event, k.socket});
   return found;
 }
 

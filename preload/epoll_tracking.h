@@ -19,7 +19,12 @@
 #include <sys/epoll.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+namespace vsocket {
+class VirtualSocket;
+}  // namespace vsocket
 
 namespace vsocket::preload {
 
@@ -47,12 +52,28 @@ void RestoreEpollRegistrations(int fd,
 // The number `fd` was closed or now refers to something else.
 void ForgetEpollRegistrations(int fd);
 
+// The number `fd` of `socket` was closed (or now names something else)
+// while another number of the same open file stays open (dup).  The kernel
+// keys a registration by (number, open file), so fd's registrations live
+// on: they are still reported, with their data, until the file's last
+// number is closed or their set is, and can no longer be changed (epoll(7)).
+// They are kept here, following the socket rather than the number, under
+// a key of their own (a negative number, unique) that the user-space sets
+// use as their descriptor.  REQUIRES: fd's changes deferred by the busy
+// poll were applied first (ApplyDeferredMods), while fd still named it.
+void KeepRegistrationsOfClosedNumber(int fd,
+                                     const std::shared_ptr<VirtualSocket>& socket);
+// The last number of `socket` is being closed: the registrations kept for
+// its closed numbers go, as the kernel's go with the file.
+void ForgetKeptRegistrations(const VirtualSocket* socket);
+
 // The tracked registrations in set `epfd`, in no particular order.  Each
 // change is also queued to the set's user-space half (epoll_user_set.h),
 // under the same lock.
 struct FdRegistration {
-  int fd;
+  int fd;  // a kept registration's key (KeepRegistrationsOfClosedNumber)
   struct epoll_event event;
+  std::weak_ptr<VirtualSocket> socket;  // set for kept registrations only
 };
 std::vector<FdRegistration> RegistrationsIn(int epfd);
 

@@ -67,6 +67,18 @@ void EpollUserSet::NoteChange(int epfd, int fd, Change change,
   set->has_changes_.store(true, std::memory_order_release);
 }
 
+void EpollUserSet::NoteKept(int epfd, int fd, int key, const struct epoll_event& event,
+                            const std::shared_ptr<VirtualSocket>& socket) {
+  if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return;
+  EpollUserSet* set = g_sets[epfd].load(std::memory_order_acquire);
+  if (!set) return;
+  std::lock_guard<std::mutex> lock(set->changes_mu_);
+  if (set->reset_) return;  // the rebuild will see it
+  Pending p{fd, Change::kKeep, event, key, socket};
+  set->changes_.push_back(std::move(p));
+  set->has_changes_.store(true, std::memory_order_release);
+}
+
 void EpollUserSet::NoteReset(int epfd) {
   if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return;
   EpollUserSet* set = g_sets[epfd].load(std::memory_order_acquire);
@@ -78,9 +90,9 @@ void EpollUserSet::NoteReset(int epfd) {
 }
 
 bool EpollUserSet::MakeEntry(int fd, const struct epoll_event& event,
-                             Entry* entry) {
+                             Entry* entry, std::shared_ptr<VirtualSocket> vs) {
   if (!Watchable(event.events)) return false;
-  std::shared_ptr<VirtualSocket> vs = LookupSocket(fd);
+  if (!vs) vs = LookupSocket(fd);
   if (!vs || !WatchableTransport(*vs, fd)) return false;
   *entry = Entry{fd, event, vs};
   return true;
@@ -99,7 +111,10 @@ void EpollUserSet::Rebuild(int epfd) {
   entries_.clear();
   for (const FdRegistration& reg : RegistrationsIn(epfd)) {
     Entry entry;
-    if (MakeEntry(reg.fd, reg.event, &entry)) entries_.push_back(std::move(entry));
+    std::shared_ptr<VirtualSocket> kept = reg.socket.lock();
+    if (reg.fd < 0 && !kept) continue;  // kept for a socket now gone
+    if (MakeEntry(reg.fd, reg.event, &entry, std::move(kept)))
+      entries_.push_back(std::move(entry));
   }
   next_ = 0;
 }
@@ -141,6 +156,15 @@ void EpollUserSet::ApplyChanges(int epfd) {
     }
     if (p.change == Change::kRemove) {
       RemoveEntry(p.fd);
+      continue;
+    }
+    if (p.change == Change::kKeep) {
+      // The number's entry now follows its socket, under the key.
+      RemoveEntry(p.fd);
+      Entry entry;
+      std::shared_ptr<VirtualSocket> socket = p.socket.lock();
+      if (socket && MakeEntry(p.key, p.event, &entry, std::move(socket)))
+        entries_.push_back(std::move(entry));
       continue;
     }
     RemoveEntry(p.fd);

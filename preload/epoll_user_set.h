@@ -68,11 +68,16 @@ class EpollUserSet {
   // costs one queue entry each, not a rebuild.  Only sets already used by
   // a wait hear of them (an unused set builds itself from the tracking).
   // Any thread, without mutex().
-  enum class Change { kAdd, kModify, kRemove };
+  enum class Change { kAdd, kModify, kRemove, kKeep };
   static void NoteChange(int epfd, int fd, Change change,
                          const struct epoll_event* event);
   // The whole set must be built again (its epoll descriptor was closed).
   static void NoteReset(int epfd);
+  // fd's registration, `event`, now follows `socket` under `key`: fd was
+  // closed while another number keeps the file open
+  // (KeepRegistrationsOfClosedNumber).
+  static void NoteKept(int epfd, int fd, int key, const struct epoll_event& event,
+                       const std::shared_ptr<VirtualSocket>& socket);
 
   // All below: REQUIRES mutex() held.
 
@@ -133,6 +138,8 @@ class EpollUserSet {
     int fd;
     Change change;
     struct epoll_event event;
+    int key = -1;                         // kKeep: the entry's new descriptor
+    std::weak_ptr<VirtualSocket> socket;  // kKeep: the entry's socket
   };
 
   // Builds every entry from the tracked registrations.
@@ -140,7 +147,9 @@ class EpollUserSet {
   // Applies the queued changes (or rebuilds, after a reset).
   void ApplyChanges(int epfd);
   // An entry for `fd` registered with `event`, if user space can watch it.
-  bool MakeEntry(int fd, const struct epoll_event& event, Entry* entry);
+  // `socket`: the socket (else the one `fd` names now).
+  bool MakeEntry(int fd, const struct epoll_event& event, Entry* entry,
+                 std::shared_ptr<VirtualSocket> socket = nullptr);
   void RemoveEntry(int fd);
 
   std::mutex mutex_;

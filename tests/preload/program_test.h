@@ -72,6 +72,35 @@ inline void ExpectPath(Mode mode, const Result& r, int64_t connections) {
   }
 }
 
+// The "OBS ..." lines a program printed: what it saw (data, return values,
+// errno, poll bits), for comparing a run through vsocket with one on
+// kernel TCP line by line.
+inline std::vector<std::string> Observations(const std::string& out) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t end = out.find('\n', pos);
+    if (end == std::string::npos) end = out.size();
+    if (out.compare(pos, 4, "OBS ") == 0) lines.push_back(out.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return lines;
+}
+
+// Runs `name` through vsocket in `mode` and without it, and expects both to
+// pass and to observe the same things.  Returns the run in `mode`.
+inline Result RunAndCompareWithKernel(Mode mode, const std::string& name) {
+  Result r = RunProgram(mode, name);
+  EXPECT_PROGRAM_PASSED(r);
+  if (mode == Mode::kKernel) return r;
+  Result kernel = RunProgram(Mode::kKernel, name);
+  EXPECT_PROGRAM_PASSED(kernel);
+  std::vector<std::string> ours = Observations(r.out), theirs = Observations(kernel.out);
+  EXPECT_FALSE(theirs.empty()) << kernel.out;
+  EXPECT_EQ(ours, theirs) << "through vsocket:\n" << r.out << "\nkernel TCP:\n" << kernel.out;
+  return r;
+}
+
 #define VSP_ALL_MODES(suite)                                                \
   INSTANTIATE_TEST_SUITE_P(                                                 \
       Modes, suite,                                                         \
