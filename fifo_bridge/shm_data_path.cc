@@ -220,14 +220,27 @@ ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
 }
 
 int ShmTransport::WaitReadable(StreamCall& call) {
+  // Bytes to wait for: 1, or a peek's SO_RCVLOWAT target, no more than the
+  // mark the ring can reach (readable_above + 1, see RecvLowatChanged).
+  int64_t want = 1;
+  if (call.wait_bytes > 1) [[unlikely]] {
+    want = static_cast<int64_t>(std::min<uint64_t>(
+        call.wait_bytes,
+        uint64_t{side_->readable_above.load(std::memory_order_relaxed)} + 1));
+  }
+  // Enough to read, or a corrupt index (the retry resets).
+  auto enough = [this, want] {
+    int64_t available = AvailableAgainst(want);
+    return available >= want || available < 0;
+  };
   if (call.transport_state == kSpinOpen) {
     // The call's first wait: disarm (a producer publishing in between
     // rings once, which AfterConsume drains), then spend the budget.
     BeginSpin();
     call.transport_state = kSpinSpent;
     bool ready = SpinUntil(
-        [this] {
-          return consumer_->Available() != 0 ||
+        [this, &enough] {
+          return enough() ||
                  (rx_->flags.load(std::memory_order_relaxed) &
                   (kProducerClosed | kReset));
         },
@@ -256,7 +269,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
   for (;;) {
     if (revoked() || PeerMovedToTcp()) return 0;
     uint32_t local = side_->local_flags.load(std::memory_order_acquire);
-    if (consumer_->Available() != 0 ||
+    if (enough() ||
         (rx_->flags.load(std::memory_order_acquire) &
          (kProducerClosed | kReset)) ||
         (local & (kLocalPeerGone | kLocalReset | kLocalShutRead))) {
@@ -264,7 +277,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
     }
     // Swallow stale wake-ups so that poll() really sleeps, then look again.
     if (DrainOwnWakeups().declined && decline_seen_.load()) return 0;  // the retry moves
-    if (consumer_->Available() != 0 ||
+    if (enough() ||
         (rx_->flags.load(std::memory_order_acquire) &
          (kProducerClosed | kReset))) {
       return 0;

@@ -132,7 +132,41 @@ void ShmTransport::BufferSizesChanged(uint32_t which) {
                            std::memory_order_seq_cst);
     // A larger window may let a blocked writer go on: let it look.
     LiftPeerWriterBlock();
+    // SO_RCVLOWAT's cap follows the window.
+    if (side_->readable_above.load(std::memory_order_relaxed) != 0) {
+      uint32_t lowat = KernelBufferSize(tcp_fd_, SO_RCVLOWAT);
+      RecvLowatChanged(lowat > 1 ? lowat : 1);
+    }
   }
+}
+
+void ShmTransport::RecvLowatChanged(uint32_t lowat) {
+  if (Transport* next = MovedTo()) {
+    next->RecvLowatChanged(lowat);
+    return;
+  }
+  // The mark must be reachable: our ring holds at most the peer's window,
+  // which is the whole ring, or (once either end set a buffer size) its
+  // SO_SNDBUF plus our SO_RCVBUF, at least recv_window or the kernel's
+  // initial receive buffer (SendWindow).  As kernel TCP caps the mark at
+  // half its receive buffer, the mark is capped at half of that.  A mark
+  // above what the initial buffer allows is made room for as kernel TCP
+  // does (it grows its receive buffer to twice the mark): our SO_RCVBUF,
+  // as the kernel now reports it, becomes the peer's bound.
+  uint64_t window = rx_->recv_window.load(std::memory_order_relaxed);
+  if (window == 0 && lowat > kDefaultRecvBuffer / 2) {
+    window = KernelBufferSize(tcp_fd_, SO_RCVBUF);
+    rx_->recv_window.store(static_cast<uint32_t>(window), std::memory_order_seq_cst);
+    LiftPeerWriterBlock();
+  }
+  uint64_t reach = std::min<uint64_t>(consumer_->capacity(),
+                                      window ? window : kDefaultRecvBuffer) / 2;
+  uint64_t mark = std::min<uint64_t>(lowat, std::max<uint64_t>(reach, 1));
+  side_->readable_above.store(static_cast<uint32_t>(mark - 1), std::memory_order_seq_cst);
+  // As the kernel's tcp_set_rcvlowat: what is queued may be enough now,
+  // for a sleeper too.
+  if (IsClaimed() && !revoked() && consumer_->AvailableNow() >= static_cast<int64_t>(mark))
+    SignalSelf();
 }
 
 uint64_t ShmTransport::SendWindow() const {
@@ -220,14 +254,31 @@ bool ShmTransport::DropStaleWakeup() {
       (kLocalReset | kLocalShutRead | kLocalPeerGone)) {
     return false;
   }
-  if (consumer_->Available() != 0) return false;
-  if ((rx_->flags.load(std::memory_order_acquire) |
-       tx_->flags.load(std::memory_order_acquire)) &
-      (kProducerClosed | kReset)) {
+  // Readable below SO_RCVLOWAT's mark counts as stale too (poll() would
+  // not report it on kernel TCP).  0 unless the program set one.
+  const int64_t above = side_->readable_above.load(std::memory_order_relaxed);
+  const int64_t available = AvailableAgainst(above + 1);
+  if (available > above || available < 0) return false;
+  auto finished = [this] {
+    return ((rx_->flags.load(std::memory_order_acquire) |
+             tx_->flags.load(std::memory_order_acquire)) &
+            (kProducerClosed | kReset)) != 0;
+  };
+  if (finished()) return false;
+  LiftPeerWriterBlock();
+  if (available == 0) [[likely]] {
+    AfterConsume(true);
+    return true;
+  }
+  // Bytes below the mark: drain the wake-ups that announced them, then
+  // look again; bytes published after the drain ring us again (the reader
+  // is armed and no wake-up is pending), and a mark reached meanwhile
+  // keeps the descriptor readable.
+  DrainOwnWakeups();
+  if (consumer_->AvailableNow() > above || finished()) {
+    SignalSelf();
     return false;
   }
-  LiftPeerWriterBlock();
-  AfterConsume(true);
   return true;
 }
 

@@ -101,6 +101,8 @@ class ShmTransport final : public Transport,
   uint64_t send_ring_bytes() const override { return producer_->capacity(); }
   // SO_SNDBUF/SO_RCVBUF bound the bytes in flight (SendWindow).
   void BufferSizesChanged(uint32_t which) override;
+  // Sets SideState::readable_above (shm_transport.cc).
+  void RecvLowatChanged(uint32_t lowat) override;
   // In-place receive straight from the receive ring, which the peer wrote
   // (shm_zerocopy.cc): no copy.  The view is the ring's shared memory; the
   // peer cannot reuse it before the release returns its space.  After a
@@ -319,6 +321,13 @@ class ShmTransport final : public Transport,
   // -EAGAIN goes back to the application (drain our wake-ups then).
   ssize_t ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
                    bool peek, bool returning_to_user);
+  // Readable bytes, exact below `need` (RingConsumer::Available is a lower
+  // bound while not 0: against SO_RCVLOWAT's mark the head is read again).
+  int64_t AvailableAgainst(int64_t need) const {
+    int64_t available = consumer_->Available();
+    if (available > 0 && available < need) [[unlikely]] available = consumer_->AvailableNow();
+    return available;
+  }
   // Looks at the liveness connection; updates local flags.  Never blocks.
   void CheckLiveness();
 

@@ -34,7 +34,10 @@ Transport::UserSpaceReadiness ShmTransport::PollUserSpace(uint32_t wanted) {
     // Afresh: EPOLLET's edge is any byte published since the last report.
     int64_t readable = consumer_->AvailableNow();
     if (readable < 0) return r;  // corrupt: the next receive resets
-    if (readable > 0) r.events |= POLLIN;
+    // Beyond SO_RCVLOWAT's mark (readable_above is 0 unless it was set:
+    // the same single compare as "any byte").
+    if (readable > static_cast<int64_t>(side_->readable_above.load(std::memory_order_relaxed)))
+      r.events |= POLLIN;
     r.arrivals = side_->tail + static_cast<uint64_t>(readable);
   }
   if (wanted & POLLOUT) {

@@ -66,6 +66,12 @@ struct SideState {
   // a blocking receive: while there are any, no user-space poller may hold
   // the connection (ShmTransport::HoldForUserSpacePoll).
   std::atomic<uint32_t> kernel_sleepers;
+  // SO_RCVLOWAT: the receive ring is readable (poll, epoll, select) only
+  // with more than this many bytes in it, or at end of stream or an error.
+  // The mark less one, capped so the peer's window can reach it
+  // (ShmTransport::RecvLowatChanged); 0 (the default): any byte.  Shared by
+  // every process holding this side, as the option is the socket's.
+  std::atomic<uint32_t> readable_above;
 };
 
 // Bytes of the mapping (one page).

@@ -220,6 +220,20 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
                                  sleep);
     saved = errno;
   }  // the sleep's count ends (a socket released here may touch errno)
+  if (ready > 0 && set->has_marks()) {
+    // SO_RCVLOWAT: the kernel reports a connection readable at its first
+    // byte (the doorbell); below the mark that is no event.  If nothing
+    // else was, the call goes on for the rest of its timeout.
+    std::unique_lock<std::mutex> relock(set->mutex(), std::try_to_lock);
+    if (relock.owns_lock()) ready = set->DropInBelowMark(events, ready);
+    if (ready == 0) {
+      if (relock.owns_lock()) relock.unlock();
+      int64_t rest = timeout_ns < 0 ? -1 : timeout_ns - (MonotonicNs() - start);
+      if (timeout_ns >= 0 && rest <= 0) return 0;
+      return SpinningEpollWait(epfd, events, maxevents, rest, sigmask, sleep);
+    }
+    saved = errno;
+  }
   errno = saved;
   return ready;
 }

@@ -1,5 +1,6 @@
 #include "preload/epoll_user_set.h"
 
+#include <errno.h>
 #include <poll.h>
 
 #include <atomic>
@@ -178,11 +179,13 @@ int EpollUserSet::BeginCall(int epfd) {
   if (has_changes_.load(std::memory_order_acquire)) ApplyChanges(epfd);
   live_.resize(entries_.size());
   int watched = 0;
+  bool marks = false;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Live& live = live_[i];
     live.socket = entries_[i].socket.lock();
     live.transport = nullptr;
     if (!live.socket) continue;
+    marks |= live.socket->recv_lowat() > 1;
     // A connection that moved to another transport is left to the kernel
     // until the registrations change.
     Transport* t = WatchableTransport(*live.socket, entries_[i].fd);
@@ -190,7 +193,35 @@ int EpollUserSet::BeginCall(int epfd) {
     live.transport = t;
     ++watched;
   }
+  if (marks != has_marks()) has_marks_.store(marks, std::memory_order_relaxed);
   return watched;
+}
+
+int EpollUserSet::DropInBelowMark(struct epoll_event* out, int count) {
+  constexpr uint32_t kIn = EPOLLIN | EPOLLRDNORM;
+  bool emptied = false;
+  for (const Entry& e : entries_) {
+    int j = 0;
+    while (j < count && !(out[j].data.u64 == e.event.data.u64 && (out[j].events & kIn))) ++j;
+    if (j == count) continue;
+    std::shared_ptr<VirtualSocket> vs = e.socket.lock();
+    if (!vs || vs->recv_lowat() <= 1) continue;
+    Transport* t = WatchableTransport(*vs, e.fd);
+    if (!t) continue;
+    Transport::UserSpaceReadiness r = t->PollUserSpace(POLLIN);
+    if (!r.exact || (r.events & POLLIN)) continue;
+    int saved = errno;
+    bool below = t->DropStaleWakeup();
+    errno = saved;
+    if (!below) continue;
+    out[j].events &= ~kIn;
+    emptied |= out[j].events == 0;
+  }
+  if (!emptied) return count;
+  int kept = 0;
+  for (int j = 0; j < count; ++j)
+    if (out[j].events != 0) out[kept++] = out[j];
+  return kept;
 }
 
 void EpollUserSet::EndCall() {

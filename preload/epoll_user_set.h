@@ -101,6 +101,17 @@ class EpollUserSet {
   // Collect in the same call.
   int DropKernelInWithoutData(struct epoll_event* out, int count);
 
+  // SO_RCVLOWAT: a connection of the set had a mark at the last BeginCall.
+  // Any thread, without mutex().
+  bool has_marks() const { return has_marks_.load(std::memory_order_relaxed); }
+  // After a kernel sleep on the set (whose events the busy poll did not
+  // filter): removes EPOLLIN from events in out[0, count) of connections
+  // with a mark whose rings hold less than it, draining the wake-up that
+  // raised it (Transport::DropStaleWakeup), and drops events left empty.
+  // Returns the new count.  REQUIRES: mutex() held, outside BeginCall/
+  // EndCall.
+  int DropInBelowMark(struct epoll_event* out, int count);
+
   // Before this call sleeps in the kernel: counts the sleep on each
   // watched connection that waits for data, so that no other thread's
   // poller holds it meanwhile; `sleep` ends it (the set may be unlocked
@@ -156,6 +167,7 @@ class EpollUserSet {
   std::vector<Entry> entries_;
   std::vector<Live> live_;  // parallel to entries_, between BeginCall/EndCall
   size_t next_ = 0;         // where the next Collect starts
+  std::atomic<bool> has_marks_{false};  // see has_marks()
   uint32_t calls_since_kernel_ = 0;
   int64_t last_kernel_ns_ = 0;
 

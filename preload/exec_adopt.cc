@@ -128,6 +128,10 @@ const char* AdoptConnection(TransportProvider* provider,
                                             Nonblocking(tcp_fd));
   vs->set_recv_timeout_ns(TimeoutNs(tcp_fd, SO_RCVTIMEO));
   vs->set_send_timeout_ns(TimeoutNs(tcp_fd, SO_SNDTIMEO));
+  // The old image's SO_RCVLOWAT is the kernel socket's (the shared-memory
+  // side keeps its own copy of the mark in its SideState).
+  if (int lowat = SocketOption(tcp_fd, SO_RCVLOWAT); lowat > 1)
+    vs->NoteRecvLowat(static_cast<uint32_t>(lowat));
   vs->SetTransport(std::move(transport));
   NoteAdoptedSocket(vs, fds);
   return nullptr;

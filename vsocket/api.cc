@@ -226,6 +226,7 @@ int vsocket_accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   bool nonblocking = (flags & SOCK_NONBLOCK) != 0;
   auto conn = std::make_shared<VirtualSocket>(vs->domain(), nonblocking);
   conn->InheritBufferSizes(*vs);
+  conn->InheritRecvLowat(*vs);
   conn->set_accepted(true);
   conn->set_rule_line(vs->rule_line());
   std::unique_ptr<Transport> transport =
@@ -455,6 +456,17 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
       vs->NoteBufferSizesSet(Transport::kSendBufferSet);
     if (name == SO_RCVBUF || name == SO_RCVBUFFORCE)
       vs->NoteBufferSizesSet(Transport::kRecvBufferSet);
+    if (name == SO_RCVLOWAT) {
+      // The kernel clamps the value (0 is 1, at most half its largest
+      // receive buffer): keep what it made of it.
+      int lowat = 1;
+      socklen_t lowat_len = sizeof(lowat);
+      int saved = errno;
+      if (sys::getsockopt(KernelFdOf(vs.get(), fd), SOL_SOCKET, SO_RCVLOWAT,
+                          &lowat, &lowat_len) == 0)
+        vs->NoteRecvLowat(lowat > 1 ? static_cast<uint32_t>(lowat) : 1);
+      errno = saved;
+    }
     int on = 0;
     if (name == SO_ZEROCOPY && val && len >= sizeof(int)) std::memcpy(&on, val, sizeof(int));
     if (on) vs->NoteZeroCopy();

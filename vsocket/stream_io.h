@@ -55,6 +55,15 @@ struct StreamCall {
   // The transport's own per-call state, 0 at BeginCall (e.g. shm's
   // busy-poll phase).  The core never looks at it.
   uint32_t transport_state = 0;
+  // Receives: WaitReadable waits until this many bytes are queued (or end
+  // of stream, an error...): SO_RCVLOWAT's mark (IoOptions::recv_lowat),
+  // 1 unless the program set one.  As kernel TCP, whose tcp_data_ready
+  // wakes a sleeping reader only once the mark's bytes are queued (bytes
+  // the call already took do not count).  A transport that returns sooner
+  // makes a receive below the mark take bytes as they come (a MSG_PEEK
+  // spins); one may wait for fewer when the mark cannot fit in its
+  // buffers.
+  uint64_t wait_bytes = 1;
 
   // The call's deadline (MonotonicNs, -1 = none), fixed by the first
   // request: a wait asks only once it is about to sleep, so a call whose
@@ -164,7 +173,13 @@ ssize_t StreamSendMsg(Steps& steps, const struct msghdr* msg, int flags,
                       const IoOptions& io);
 
 // recvmsg(2) over `steps`: returns the bytes received, 0 at end of stream,
-// or -1 with errno.  A zero-length buffer waits as kernel TCP does (until
+// or -1 with errno.  SO_RCVLOWAT (io.recv_lowat) as kernel TCP's
+// tcp_recvmsg applies it: a blocking call takes what is queued, and until
+// it has min(mark, length) bytes (MSG_WAITALL: all) it sleeps until the
+// mark's bytes are queued (StreamCall::wait_bytes), end of stream, an
+// error, a signal or the timeout; at the last two it takes what is queued
+// then and returns what it has.  A blocking MSG_PEEK does the same without
+// consuming.  A zero-length buffer waits as kernel TCP does (until
 // data, end of stream or an error, consuming nothing; EAGAIN when
 // non-blocking; 0 at the receive timeout).  Honours MSG_PEEK,
 // MSG_WAITALL (short only at end of stream, or on an error, timeout or
@@ -272,18 +287,40 @@ ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
   }
   ssize_t r = 0;
   {
-    bool wait_all = (flags & MSG_WAITALL) && !peek;
+    // Bytes a blocking call waits for (sock_rcvlowat): all with
+    // MSG_WAITALL, else SO_RCVLOWAT's mark (1 unless set) up to the length.
+    uint64_t target = (flags & MSG_WAITALL) && !peek
+                          ? total
+                          : (io.recv_lowat < total ? io.recv_lowat : total);
     StreamCall call;
     call.nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
     call.spin_ns = io.spin_ns;
     call.timeout_ns = io.timeout_ns;
+    call.wait_bytes = io.recv_lowat;
     steps.BeginCall(call);
     size_t got = 0;
     for (;;) {
       r = steps.TryRecv(call, iov, iovcnt, got, peek);
       if (r > 0) {
+        if (peek) [[unlikely]] {
+          // A peek below the mark: wait for the mark (the bytes stay
+          // queued), then look again from the start; at the timeout or a
+          // signal, show what is queued then.
+          if (static_cast<uint64_t>(r) < target && !call.nonblocking) {
+            BeforeWait();
+            int w = steps.WaitReadable(call);
+            if (w == 0) continue;
+            if (w == -EAGAIN || w == -EINTR) {
+              ssize_t again = steps.TryRecv(call, iov, iovcnt, 0, true);
+              if (again > 0) r = again;
+            } else {
+              r = w;
+            }
+          }
+          break;
+        }
         got += static_cast<size_t>(r);
-        if (wait_all && got < total) continue;
+        if (got < target) [[unlikely]] continue;
         r = static_cast<ssize_t>(got);
         break;
       }
@@ -298,6 +335,12 @@ ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
         int w = steps.WaitReadable(call);
         if (w == 0) continue;
         r = w;
+        if (call.wait_bytes > 1 && (w == -EAGAIN || w == -EINTR)) [[unlikely]] {
+          // Below SO_RCVLOWAT's mark at the timeout or a signal: kernel
+          // TCP takes (or peeks at) what is queued by then.
+          ssize_t last = steps.TryRecv(call, iov, iovcnt, got, peek);
+          if (last > 0) got += static_cast<size_t>(last);
+        }
       }
       if (got > 0) r = static_cast<ssize_t>(got);
       break;

@@ -60,6 +60,10 @@ struct IoOptions {
   bool nonblocking = false;     // O_NONBLOCK or MSG_DONTWAIT
   int64_t timeout_ns = -1;      // SO_RCVTIMEO / SO_SNDTIMEO; -1 = forever
   uint32_t spin_ns = 0;         // busy-poll budget before sleeping
+  // Receives only: SO_RCVLOWAT as the kernel holds it (1: never set).  A
+  // blocking receive waits for min(recv_lowat, length) bytes, as kernel
+  // TCP does (vsocket/stream_io.h).
+  uint32_t recv_lowat = 1;
 };
 
 class Transport {
@@ -185,6 +189,18 @@ class Transport {
   // bytes in flight by them, as kernel TCP would.  Any thread.
   enum : uint32_t { kSendBufferSet = 1u << 0, kRecvBufferSet = 1u << 1 };
   virtual void BufferSizesChanged(uint32_t which) { (void)which; }
+
+  // ---- Receive low-water mark ----
+  // SO_RCVLOWAT on tcp_fd() is now `lowat` (the kernel's value, after its
+  // clamping; 1: the default), set on this connection, before it existed on
+  // the socket, or on its listener.  A transport that decides its user_fd()'s
+  // readiness itself (the rings, the CQ) reports it readable only once that
+  // many bytes are queued, or at end of stream or an error, as kernel TCP's
+  // poll does, and its DropStaleWakeup() treats a wake-up below the mark as
+  // stale.  Blocking receives get the mark through IoOptions::recv_lowat.
+  // Any thread; rare (never on a data path).  Default: nothing (kernel TCP
+  // applies the option itself).
+  virtual void RecvLowatChanged(uint32_t lowat) { (void)lowat; }
 
   // ---- Moving to kernel TCP while connected ----
   // Code that bypasses vsocket is about to use the connection (a program

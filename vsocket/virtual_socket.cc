@@ -54,6 +54,7 @@ void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport,
       transport->fallback_reason() != FallbackReason::kNone)
     StatsFallback(transport->fallback_reason(), nullptr);
   if (uint32_t which = buffer_sizes_set_.load()) transport->BufferSizesChanged(which);
+  if (uint32_t lowat = recv_lowat(); lowat > 1) transport->RecvLowatChanged(lowat);
   if (!live_slot_) {
     LiveSlotIdentity id;
     id.fd = transport->user_fd();
@@ -79,6 +80,15 @@ void VirtualSocket::NoteBufferSizesSet(uint32_t which) {
   Transport* t = transport_.load(std::memory_order_acquire);
   while (t && t->successor()) t = t->successor();
   if (t) t->BufferSizesChanged(buffer_sizes_set_.load());
+}
+
+void VirtualSocket::NoteRecvLowat(uint32_t lowat) {
+  // Under the mutex, so that SetTransport sees it or we see its transport.
+  std::lock_guard<std::mutex> lock(mutex_);
+  recv_lowat_.store(lowat < 1 ? 1 : lowat, std::memory_order_relaxed);
+  Transport* t = transport_.load(std::memory_order_acquire);
+  while (t && t->successor()) t = t->successor();
+  if (t) t->RecvLowatChanged(recv_lowat());
 }
 
 void VirtualSocket::SetConnecting(std::unique_ptr<PendingConnection> pending,
@@ -157,6 +167,7 @@ IoOptions VirtualSocket::RecvOptions() const {
   io.nonblocking = nonblocking();
   io.timeout_ns = recv_timeout_ns_.load(std::memory_order_relaxed);
   io.spin_ns = GetConfig().spin_us * 1000;
+  io.recv_lowat = recv_lowat();
   return io;
 }
 

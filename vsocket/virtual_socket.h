@@ -95,6 +95,18 @@ class VirtualSocket {
     buffer_sizes_set_.store(listener.buffer_sizes_set_.load());
   }
 
+  // setsockopt(SO_RCVLOWAT) succeeded on the kernel socket, which now holds
+  // `lowat` (read back: the kernel clamps it).  Kept for blocking receives
+  // (RecvOptions) and told to the transport now, or when there is one
+  // (SetTransport), as Transport::RecvLowatChanged.  Any thread.
+  void NoteRecvLowat(uint32_t lowat);
+  uint32_t recv_lowat() const { return recv_lowat_.load(std::memory_order_relaxed); }
+  // An accepted socket starts with its listener's mark, as the kernel's
+  // does.  REQUIRES: before SetTransport.
+  void InheritRecvLowat(const VirtualSocket& listener) {
+    recv_lowat_.store(listener.recv_lowat(), std::memory_order_relaxed);
+  }
+
   // For vsocket-stat (vsocket/live_stats.h): the connection was accepted
   // (else connected), and the line of the rule that chose its path (0:
   // none; a listener's is its accepted connections').  REQUIRES: called
@@ -155,6 +167,7 @@ class VirtualSocket {
   std::atomic<int64_t> send_timeout_ns_{-1};
   std::atomic<int64_t> recv_timeout_ns_{-1};
   std::atomic<uint32_t> buffer_sizes_set_{0};  // Transport::k*BufferSet
+  std::atomic<uint32_t> recv_lowat_{1};        // SO_RCVLOWAT, the kernel's value
   std::atomic<int> held_defer_accept_{-1};
   bool accepted_ = false;
   uint32_t rule_line_ = 0;
