@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -414,8 +415,29 @@ int RdmaTransport::WaitWritable(StreamCall& call) {
 }
 
 int RdmaTransport::WaitReadable(StreamCall& call) {
-  if (SpinUntilReadable(call.spin_ns)) return 0;
+  // With SO_RCVLOWAT the spin waits for the mark's bytes (call.wait_bytes,
+  // no more than the capped mark), and the descriptor the sleep watches is
+  // raised only at the mark (UpdateReadiness).
+  if (call.wait_bytes > 1) [[unlikely]] {
+    uint64_t want;
+    {
+      std::lock_guard<std::mutex> lock(core_->mu);
+      want = std::min<uint64_t>(call.wait_bytes, core_->readable_above + 1);
+    }
+    if (SpinUntilReadable(call.spin_ns, want)) return 0;
+  } else if (SpinUntilReadable(call.spin_ns)) {
+    return 0;
+  }
   return SleepUntil(POLLIN, call.deadline_ns()) == 0 ? 0 : -errno;
+}
+
+void RdmaTransport::RecvLowatChanged(uint32_t lowat) {
+  if (!core_ || core_->Inherited()) return;
+  std::lock_guard<std::mutex> lock(core_->mu);
+  if (!core_->channel) return;
+  uint64_t reach = std::max<uint64_t>(core_->channel->recv_capacity() / 2, 1);
+  core_->readable_above = std::min<uint64_t>(std::max<uint32_t>(lowat, 1), reach) - 1;
+  core_->UpdateReadiness();  // a lowered mark may raise it now
 }
 
 bool RdmaTransport::SpinUntilWritable(uint32_t spin_ns) {
@@ -430,11 +452,11 @@ bool RdmaTransport::SpinUntilWritable(uint32_t spin_ns) {
       spin_ns);
 }
 
-bool RdmaTransport::SpinUntilReadable(uint32_t spin_ns) {
+bool RdmaTransport::SpinUntilReadable(uint32_t spin_ns, uint64_t want) {
   Core& c = *core_;
   return c.SpinThenArm(
       [&] {
-        return c.channel->BufferedBytes() > 0 || c.channel->peer_finished() ||
+        return c.channel->BufferedBytes() >= want || c.channel->peer_finished() ||
                c.channel->error() != 0 || c.shut_rd;
       },
       spin_ns);
@@ -513,7 +535,8 @@ Transport::UserSpaceReadiness RdmaTransport::PollUserSpace(uint32_t wanted) {
     c.DropHold();  // the state is shown already (UpdateReadiness above)
     return r;
   }
-  if ((wanted & POLLIN) && ch.BufferedBytes() > 0) r.events |= POLLIN;
+  // Beyond SO_RCVLOWAT's mark (readable_above is 0 unless it was set).
+  if ((wanted & POLLIN) && ch.BufferedBytes() > c.readable_above) r.events |= POLLIN;
   r.arrivals = ch.ArrivedBytes();
   if (wanted & POLLOUT) {
     // As UpdateReadiness shows it (the same hysteresis).

@@ -82,6 +82,8 @@ class RdmaTransport final : public Transport, public StreamSteps {
   int ReadableBytes() override;
   int TakeError() override;
   bool DropStaleWakeup() override;
+  // Sets Core::readable_above and shows it on the descriptor.
+  void RecvLowatChanged(uint32_t lowat) override;
   UserSpaceReadiness PollUserSpace(uint32_t wanted) override;
   bool HoldForUserSpacePoll() override;
   void DropUserSpaceHold() override;
@@ -170,7 +172,8 @@ class RdmaTransport final : public Transport, public StreamSteps {
   // Their spin phase: true when the channel is ready, false once the
   // budget is spent and the CQ armed for sleeping.
   bool SpinUntilWritable(uint32_t spin_ns);
-  bool SpinUntilReadable(uint32_t spin_ns);
+  // `want`: bytes to wait for (SO_RCVLOWAT, StreamCall::wait_bytes).
+  bool SpinUntilReadable(uint32_t spin_ns, uint64_t want = 1);
   // The region's registration with this connection's device, made on first
   // use and cached in the region.  nullptr with errno.
   const UserRegion* RegistrationFor(ZeroCopyRegion& region);

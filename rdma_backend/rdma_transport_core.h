@@ -72,6 +72,11 @@ struct RdmaTransport::Core : public ProgressWatcher,
   // polling without sleeping where vsocket sees it).
   bool held = false;                     // guarded by mu
   int kernel_sleepers = 0;               // guarded by mu
+  // SO_RCVLOWAT: readable (descriptor, PollUserSpace, waits) only with
+  // more than this many bytes buffered, or at end of stream or an error.
+  // The mark less one, at most half the receive ring (so the peer's
+  // credits can reach it); 0 (the default): any byte.
+  uint64_t readable_above = 0;           // guarded by mu
   // The explicit API's in-place view of the receive ring
   // (rdma_transport_zerocopy.cc).
   InPlaceView inplace;                   // guarded by mu
@@ -84,7 +89,7 @@ struct RdmaTransport::Core : public ProgressWatcher,
     RdmaChannel& ch = *channel;
     bool broken = ch.error() != 0 || ch.closed();
     bool readable = broken || shut_rd || ch.peer_finished() ||
-                    ch.BufferedBytes() > 0;
+                    ch.BufferedBytes() > readable_above;
     // Held: a raised descriptor stays raised (lowering is a system call per
     // message; DropHold() lowers it before anyone sleeps on it), so the
     // kernel sees one edge per burst and a poller reads the CQ itself.

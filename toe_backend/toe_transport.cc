@@ -132,6 +132,10 @@ void ToeTransport::MoveUserFd(int fd) {
   fd_ = fd;
 }
 
+void ToeTransport::RecvLowatChanged(uint32_t lowat) {
+  if (lowat > 1 && !successor()) engine_->Quiesce(handle_);
+}
+
 void ToeTransport::BeforeFork() {
   if (cork_) cork_->FlushBeforeHandOver(kHandOverWaitMs, "fork");
   engine_->Quiesce(handle_);

@@ -58,6 +58,10 @@ class ToeTransport final : public Transport, public StreamSteps {
   int user_fd() const override { return fd_; }
   int tcp_fd() const override { return fd_; }
   void MoveUserFd(int fd) override;
+  // SO_RCVLOWAT is the kernel socket's: with a mark, read-ahead stops for
+  // good (Quiesce), so that the kernel's queue, which its poll and recv
+  // measure against the mark, holds exactly the undelivered bytes.
+  void RecvLowatChanged(uint32_t lowat) override;
   // The child will share the socket: held sends go out, and read-ahead
   // ends in both processes.
   void BeforeFork() override;

@@ -598,7 +598,33 @@ int vsocket_poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
     }
   }
   if (timeout_ms != 0) vsocket::BeforeKernelWait();
-  return sys::poll(fds, nfds, timeout_ms);
+  int64_t deadline = timeout_ms < 0 ? -1 : MonotonicNs() + int64_t{timeout_ms} * 1000000;
+  for (;;) {
+    int ready = sys::poll(fds, nfds, timeout_ms);
+    if (ready <= 0) return ready;
+    // SO_RCVLOWAT: a wake-up below a connection's mark made its descriptor
+    // readable; it is drained (Transport::DropStaleWakeup) and not
+    // reported, and the wait goes on if nothing else was ready.
+    int left = ready;
+    for (nfds_t i = 0; i < nfds; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLRDNORM))) continue;
+      auto vs = LookupSocket(fds[i].fd);
+      if (!vs || vs->recv_lowat() <= 1) continue;
+      Transport* t = vs->TransportFinishingConnect(fds[i].fd);
+      int saved = errno;
+      bool below = t && t->DropStaleWakeup();
+      errno = saved;
+      if (!below) continue;
+      fds[i].revents &= ~(POLLIN | POLLRDNORM);
+      if (fds[i].revents == 0) --left;
+    }
+    if (left > 0 || left == ready) return left;
+    if (deadline >= 0) {
+      int64_t rest = deadline - MonotonicNs();
+      if (rest <= 0) return 0;
+      timeout_ms = static_cast<int>((rest + 999999) / 1000000);
+    }
+  }
 }
 
 const char* vsocket_transport_name(int fd) {

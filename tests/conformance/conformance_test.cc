@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1017,6 +1018,130 @@ void PollRoundsClient(End& e) {
 TEST_P(Conformance, PollRoundsWithoutEndOfStream) {
   const Transport& t = GetParam();
   Run([&t](End& e) { PollRoundsServer(t.api->poll, e); }, PollRoundsClient);
+}
+
+// ---- SO_RCVLOWAT ----------------------------------------------------------
+
+void SetLowat(End& e, int mark) {
+  CHECK(e.api.setsockopt(e.fd, SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof(mark)) == 0,
+        "setsockopt SO_RCVLOWAT");
+  int got = -1;
+  socklen_t len = sizeof(got);
+  CHECK(e.api.getsockopt(e.fd, SOL_SOCKET, SO_RCVLOWAT, &got, &len) == 0,
+        "getsockopt SO_RCVLOWAT");
+  CHECK(got == (mark > 0 ? mark : 1), "SO_RCVLOWAT %d, set %d", got, mark);
+}
+
+// Waits (up to 2 s) until FIONREAD shows `n` bytes: bytes on a network
+// transport arrive shortly after the send, and poll() may not say so.
+void AwaitQueued(End& e, int n) {
+  for (int i = 0; i < 2000 && Readable(e) < n; ++i) usleep(1000);
+  CHECK(Readable(e) == n, "FIONREAD %d, want %d", Readable(e), n);
+}
+
+int64_t ElapsedMs(const timespec& since) {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - since.tv_sec) * 1000 + (now.tv_nsec - since.tv_nsec) / 1000000;
+}
+
+// poll() reports POLLIN only once the mark's bytes are queued, or at end of
+// stream; a mark lowered below what is queued makes the socket readable.
+TEST_P(Conformance, RcvLowatPoll) {
+  const Transport& t = GetParam();
+  PollFn fn = t.api->poll;
+  Run(
+      [fn](End& e) {
+        SetLowat(e, 10);
+        char buf[16];
+        e.ctl.Send(3);
+        AwaitQueued(e, 3);
+        short r = PollWith(fn, e, POLLIN, 200);
+        CHECK(r == 0, "3 of 10: revents 0x%x, want none", r);
+        e.ctl.Send(7);
+        r = PollWith(fn, e, POLLIN, 2000);
+        CHECK(r == POLLIN, "10 of 10: revents 0x%x, want POLLIN", r);
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), MSG_DONTWAIT), 10);
+        e.ctl.Send(3);
+        AwaitQueued(e, 3);
+        r = PollWith(fn, e, POLLIN, 50);
+        CHECK(r == 0, "3 of 10 again: revents 0x%x, want none", r);
+        SetLowat(e, 2);
+        r = PollWith(fn, e, POLLIN, 2000);
+        CHECK(r == POLLIN, "3, mark lowered to 2: revents 0x%x, want POLLIN", r);
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), MSG_DONTWAIT), 3);
+        SetLowat(e, 10);
+        e.ctl.Send(-2);  // client: 2 bytes and end of stream
+        r = PollWith(fn, e, POLLIN, 2000);
+        CHECK(r & POLLIN, "2 and end of stream: revents 0x%x, want POLLIN", r);
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), 0), 2);
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), 0), 0);
+      },
+      [](End& e) {
+        for (int64_t n; (n = e.ctl.Recv()) > 0;) e.SendAll("0123456789", static_cast<size_t>(n));
+        e.SendAll("ab", 2);
+        CHECK(e.api.shutdown(e.fd, SHUT_WR) == 0, "shutdown");
+      });
+}
+
+// recv() as tcp_recvmsg applies the mark: non-blocking takes what is
+// there; blocking takes what is queued and then sleeps until the mark's
+// bytes are queued anew (or the timeout, when it takes what came); a
+// blocking MSG_PEEK waits for the mark alike; from empty, the mark's bytes
+// wake it at once.
+TEST_P(Conformance, RcvLowatRecv) {
+  Run(
+      [](End& e) {
+        SetLowat(e, 10);
+        SetTimeout(e, SO_RCVTIMEO, 300);
+        char buf[64];
+        e.ctl.Send(3);
+        AwaitQueued(e, 3);
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), MSG_DONTWAIT), 3);
+
+        e.ctl.Send(3);
+        AwaitQueued(e, 3);
+        e.ctl.Send(-7);  // client: 7 bytes 50 ms later
+        timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        ssize_t n = e.api.recv(e.fd, buf, sizeof(buf), 0);
+        int64_t waited = ElapsedMs(start);
+        CHECK(n == 10 && waited >= 250, "3 then 7: %zd after %lld ms, want 10 at the timeout",
+              n, static_cast<long long>(waited));
+
+        e.ctl.Send(4);
+        AwaitQueued(e, 4);
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        n = e.api.recv(e.fd, buf, sizeof(buf), MSG_PEEK);
+        waited = ElapsedMs(start);
+        CHECK(n == 4 && waited >= 250, "peek 4 of 10: %zd after %lld ms, want 4 at the timeout",
+              n, static_cast<long long>(waited));
+        CHECK_RC(e.api.recv(e.fd, buf, sizeof(buf), 0), 4);
+
+        SetTimeout(e, SO_RCVTIMEO, 3000);
+        e.ctl.Send(-3);  // client: 3 bytes, then 7 more, 50 ms apart
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        n = e.api.recv(e.fd, buf, sizeof(buf), 0);
+        waited = ElapsedMs(start);
+        CHECK(n == 10 && waited < 2000, "3, 7 from empty: %zd after %lld ms, want 10 at once",
+              n, static_cast<long long>(waited));
+        e.ctl.Send(0);
+      },
+      [](End& e) {
+        for (int64_t n; (n = e.ctl.Recv()) != 0;) {
+          if (n > 0) {
+            e.SendAll("0123456789", static_cast<size_t>(n));
+          } else if (n == -7) {
+            usleep(50000);
+            e.SendAll("abcdefg", 7);
+          } else {
+            usleep(50000);
+            e.SendAll("abc", 3);
+            usleep(50000);
+            e.SendAll("defghij", 7);
+          }
+        }
+      });
 }
 
 #ifdef VSOCKET_CONFORMANCE_RDMA

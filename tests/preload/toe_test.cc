@@ -77,6 +77,8 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{"closed_peer", "closed_peer", nullptr},
                     Case{"hangup", "hangup", nullptr},
                     Case{"dup", "dup", nullptr},
+                    Case{"dup_epoll", "dup_epoll", nullptr},
+                    Case{"rcvlowat", "rcvlowat", nullptr},
                     Case{"epoll_lt", "epoll_modes", "lt"},
                     Case{"epoll_et", "epoll_modes", "et"},
                     Case{"epoll_oneshot", "epoll_modes", "oneshot"},

@@ -38,8 +38,12 @@ class ScriptedSteps final : public StreamSteps {
     log += 'R';
     return Next(iovcnt, skip);
   }
+  std::vector<uint64_t> wait_bytes;  // StreamCall::wait_bytes of each WaitReadable
   int WaitWritable(StreamCall&) override { return Wait(); }
-  int WaitReadable(StreamCall&) override { return Wait(); }
+  int WaitReadable(StreamCall& call) override {
+    wait_bytes.push_back(call.wait_bytes);
+    return Wait();
+  }
   Transport* MovedTo() override { return moved_to; }
 
  private:
@@ -227,6 +231,69 @@ TEST(StreamIo, RecvReturnsWhatArrivedUnlessWaitall) {
   EXPECT_EQ(StreamRecvMsg(steps, &b.msg, MSG_WAITALL, Blocking()), 10);
   steps.attempts = {10};  // MSG_PEEK disables MSG_WAITALL
   EXPECT_EQ(StreamRecvMsg(steps, &b.msg, MSG_WAITALL | MSG_PEEK, Blocking()), 10);
+}
+
+IoOptions WithLowat(uint32_t mark, bool nonblocking = false) {
+  IoOptions io;
+  io.recv_lowat = mark;
+  io.nonblocking = nonblocking;
+  return io;
+}
+
+TEST(StreamIo, RcvLowatTakesBytesUntilMinOfMarkAndLength) {
+  ScriptedSteps steps;
+  Buffer b;
+  // 3 queued, then the wait for the mark's 10, then 7: 10 >= min(10, 100).
+  steps.attempts = {3, -EAGAIN, 7};
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, 0, WithLowat(10)), 10);
+  EXPECT_EQ(steps.skips, (std::vector<size_t>{0, 3, 3}));
+  EXPECT_EQ(steps.wait_bytes, (std::vector<uint64_t>{10}));
+  // A length below the mark: min(mark, length).
+  struct iovec two = {b.bytes, 2};
+  struct msghdr small = {};
+  small.msg_iov = &two;
+  small.msg_iovlen = 1;
+  steps.attempts = {2};
+  EXPECT_EQ(StreamRecvMsg(steps, &small, 0, WithLowat(10)), 2);
+  // Non-blocking: what is there.
+  steps.attempts = {3, -EAGAIN};
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, 0, WithLowat(10, true)), 3);
+  // No mark: the first bytes, no further attempt (the loop as before).
+  steps.attempts = {3};
+  steps.skips.clear();
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, 0, Blocking()), 3);
+  EXPECT_EQ(steps.skips, (std::vector<size_t>{0}));
+}
+
+TEST(StreamIo, RcvLowatTimeoutOrSignalTakesWhatIsQueued) {
+  ScriptedSteps steps;
+  Buffer b;
+  // 3 taken, the wait times out, 4 more are queued by then: 7.
+  steps.attempts = {3, -EAGAIN, 4};
+  steps.waits = {-EAGAIN};
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, 0, WithLowat(10)), 7);
+  EXPECT_EQ(steps.log.substr(steps.log.size() - 5), "RRWRE");
+  // Nothing at all: EAGAIN (the timeout) or EINTR (a signal).
+  steps.attempts = {-EAGAIN, -EAGAIN};
+  steps.waits = {-EINTR};
+  errno = 0;
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, 0, WithLowat(10)), -1);
+  EXPECT_EQ(errno, EINTR);
+}
+
+TEST(StreamIo, RcvLowatPeekWaitsForTheMarkThenLooksAgain) {
+  ScriptedSteps steps;
+  Buffer b;
+  // 4 queued: wait for the mark, then peek from the start again.
+  steps.attempts = {4, 10};
+  steps.skips.clear();
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, MSG_PEEK, WithLowat(10)), 10);
+  EXPECT_EQ(steps.skips, (std::vector<size_t>{0, 0}));
+  EXPECT_EQ(steps.wait_bytes, (std::vector<uint64_t>{10}));
+  // At the timeout: what is queued then.
+  steps.attempts = {4, 6};
+  steps.waits = {-EAGAIN};
+  EXPECT_EQ(StreamRecvMsg(steps, &b.msg, MSG_PEEK, WithLowat(10)), 6);
 }
 
 TEST(StreamIo, RecvSetsMsghdrFieldsOnSuccessOnlyAsKernelTcp) {
