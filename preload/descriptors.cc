@@ -248,6 +248,7 @@ void ForgetDescriptor(int fd) {
     vs = LookupSocket(fd);
     if (vs) {
       BeforeNumberLost(fd, vs.get());
+      ApplyDeferredMods(fd);  // as close() does: the number still names it
       dropped = AfterNumberLost(fd, vs);
     }
   }

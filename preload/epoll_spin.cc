@@ -122,12 +122,37 @@ int AppendKernelEvents(int epfd, struct epoll_event* events, int have,
 
 }  // namespace
 
+namespace {
+
+// Returned by SpinOnce when a kernel sleep reported only connections below
+// their SO_RCVLOWAT mark: the call goes on for *rest_ns.
+constexpr int kBelowMarkOnly = -2;
+
+// One spin and sleep of SpinningEpollWait; `signals` is the whole call's.
+int SpinOnce(int epfd, struct epoll_event* events, int maxevents,
+             int64_t timeout_ns, const sigset_t* sigmask, EpollSleep sleep,
+             const SignalRestartWindow& signals, int64_t* rest_ns);
+
+}  // namespace
+
 int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
                       int64_t timeout_ns, const sigset_t* sigmask,
                       EpollSleep sleep) {
   // epoll_wait is never restarted after a handler (signal(7)): a delivery
   // at any point of the call is its EINTR, as the kernel's sleep would give.
   SignalRestartWindow signals;
+  for (;;) {
+    int ready = SpinOnce(epfd, events, maxevents, timeout_ns, sigmask, sleep,
+                         signals, &timeout_ns);
+    if (ready != kBelowMarkOnly) return ready;
+  }
+}
+
+namespace {
+
+int SpinOnce(int epfd, struct epoll_event* events, int maxevents,
+             int64_t timeout_ns, const sigset_t* sigmask, EpollSleep sleep,
+             const SignalRestartWindow& signals, int64_t* rest_ns) {
   BeforeWait();
   if (!Marked(epfd) || maxevents <= 0 || GetConfig().spin_us == 0) {
     // Unmarked sets, and arguments the kernel is to reject, as they are.
@@ -227,15 +252,17 @@ int SpinningEpollWait(int epfd, struct epoll_event* events, int maxevents,
     std::unique_lock<std::mutex> relock(set->mutex(), std::try_to_lock);
     if (relock.owns_lock()) ready = set->DropInBelowMark(events, ready);
     if (ready == 0) {
-      if (relock.owns_lock()) relock.unlock();
       int64_t rest = timeout_ns < 0 ? -1 : timeout_ns - (MonotonicNs() - start);
       if (timeout_ns >= 0 && rest <= 0) return 0;
-      return SpinningEpollWait(epfd, events, maxevents, rest, sigmask, sleep);
+      *rest_ns = rest;
+      return kBelowMarkOnly;
     }
     saved = errno;
   }
   errno = saved;
   return ready;
 }
+
+}  // namespace
 
 }  // namespace vsocket::preload
