@@ -157,18 +157,23 @@ class SocketTable {
   // process.)
   static void Prepare() {
     SocketTable& table = Get();
+    VirtualSocket::HoldTransportChangesForFork();
     table.mutex_.lock();
     std::unordered_set<VirtualSocket*> seen;
     for (auto& slot : table.owners_) {
       if (slot && seen.insert(slot.get()).second) slot->BeforeFork();
     }
   }
-  static void Parent() { Get().mutex_.unlock(); }
+  static void Parent() {
+    Get().mutex_.unlock();
+    VirtualSocket::ReleaseTransportChangesAfterFork(false);
+  }
   static void Child() {
     SocketTable& table = Get();
     // glibc's rwlock remembers the writer's thread id, which differs in the
     // child: start from a fresh, unlocked mutex instead of unlocking.
     new (&table.mutex_) std::shared_mutex();
+    VirtualSocket::ReleaseTransportChangesAfterFork(true);
     // The parent's other threads, and their pins, are gone.  Sockets they
     // pinned after a close were never counted for the child (BeforeFork
     // saw only the table), so the child must not release them: keep them.

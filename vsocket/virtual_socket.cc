@@ -4,6 +4,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <new>
+#include <shared_mutex>
+
 #include "base/real_libc.h"
 #include "vsocket/config.h"
 #include "vsocket/live_stats.h"
@@ -43,8 +46,27 @@ void VirtualSocket::NoteShutdown(int how) {
   LiveSlotAddFlags(live_slot_, flags);
 }
 
+namespace {
+// Shared by SetTransport, exclusive across fork() (HoldTransportChangesForFork).
+// Taken before a socket's mutex_, never while holding one.
+std::shared_mutex g_transport_changes;
+}  // namespace
+
+void VirtualSocket::HoldTransportChangesForFork() { g_transport_changes.lock(); }
+
+void VirtualSocket::ReleaseTransportChangesAfterFork(bool in_child) {
+  // glibc's rwlock remembers the writer's thread id, which differs in the
+  // child: a fresh, unlocked one there.
+  if (in_child) {
+    new (&g_transport_changes) std::shared_mutex();
+  } else {
+    g_transport_changes.unlock();
+  }
+}
+
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport,
                                  const ConnectionEndpoints* ends) {
+  std::shared_lock<std::shared_mutex> no_fork_meanwhile(g_transport_changes);
   std::lock_guard<std::mutex> lock(mutex_);
   StatsConnectionOpened(transport->kind());
   // Kernel TCP from the start: its reason is counted here.  A fast-path

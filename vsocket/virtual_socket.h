@@ -141,6 +141,14 @@ class VirtualSocket {
 
   // For fork(): tells the transport one more process holds it.
   void BeforeFork();
+  // Around fork(), before the first BeforeFork and after the fork in each
+  // process (the socket table's fork handlers): no SetTransport runs in
+  // between.  A transport set after its socket's BeforeFork but before the
+  // fork would reach the child uncounted, and the child's close of it (a
+  // subprocess closing every descriptor before exec) would release the
+  // last holder under the parent: its peer saw end of stream mid-exchange.
+  static void HoldTransportChangesForFork();
+  static void ReleaseTransportChangesAfterFork(bool in_child);
   // In the child, after fork(): see Transport::AfterForkInChild.
   void AfterForkInChild();
 
