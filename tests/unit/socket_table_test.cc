@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -89,20 +90,25 @@ TEST(SocketTable, ConcurrentPinsAndClosesNeverSeeAFreedSocket) {
   std::vector<std::thread> readers;
   for (int r = 0; r < 3; ++r) {
     readers.emplace_back([&] {
-      long n = 0;
       while (!stop.load(std::memory_order_relaxed)) {
         for (int i = 0; i < kFds; ++i) {
           SocketPin pin = PinSocket(kBaseFd + 10 + i);
           if (pin) {
             EXPECT_EQ(pin->domain(), AF_INET);
-            ++n;
+            pinned.fetch_add(1, std::memory_order_relaxed);
           }
         }
       }
-      pinned += n;
     });
   }
-  for (int round = 0; round < 20000; ++round) {
+  // At least 20000 changes, and on until the readers pinned 1000 times
+  // (a loaded machine may not run them during the first 20000), for 10 s
+  // at most.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int round = 0;
+       round < 20000 || (pinned.load(std::memory_order_relaxed) < 1000 &&
+                         std::chrono::steady_clock::now() < deadline);
+       ++round) {
     int fd = kBaseFd + 10 + round % kFds;
     if (round % 2 == 0) {
       RegisterSocket(fd, NewSocket());
