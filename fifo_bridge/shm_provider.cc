@@ -304,7 +304,13 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
     return nullptr;
   }
   transport->HoldDescriptors(std::move(descriptors));
-  if (moved) sys::close(accepted_fd);
+  // accept() returns the number the kernel chose (the lowest free one, as
+  // inetd-style servers rely on): the wait socket takes it over.
+  if (moved && InstallAtUserNumber(transport->user_fd(), accepted_fd) == 0) {
+    transport->set_user_fd(accepted_fd);
+  } else if (moved) {
+    sys::close(accepted_fd);
+  }
   transport->AfterClaim();
   *decline = {FallbackReason::kNone, true};
   return transport;
