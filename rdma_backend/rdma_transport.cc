@@ -415,20 +415,26 @@ int RdmaTransport::WaitWritable(StreamCall& call) {
 }
 
 int RdmaTransport::WaitReadable(StreamCall& call) {
-  // With SO_RCVLOWAT the spin waits for the mark's bytes (call.wait_bytes,
-  // no more than the capped mark), and the descriptor the sleep watches is
-  // raised only at the mark (UpdateReadiness).
-  if (call.wait_bytes > 1) [[unlikely]] {
-    uint64_t want;
-    {
-      std::lock_guard<std::mutex> lock(core_->mu);
-      want = std::min<uint64_t>(call.wait_bytes, core_->readable_above + 1);
-    }
-    if (SpinUntilReadable(call.spin_ns, want)) return 0;
-  } else if (SpinUntilReadable(call.spin_ns)) {
-    return 0;
+  if (call.wait_bytes <= 1) [[likely]] {
+    if (SpinUntilReadable(call.spin_ns)) return 0;
+    return SleepUntil(POLLIN, call.deadline_ns()) == 0 ? 0 : -errno;
   }
-  return SleepUntil(POLLIN, call.deadline_ns()) == 0 ? 0 : -errno;
+  // SO_RCVLOWAT: returns only once the mark's bytes are buffered
+  // (call.wait_bytes, no more than the capped mark), or at end of stream,
+  // an error, the deadline or a signal, as the stream rules require
+  // (vsocket/stream_io.h): bytes that arrive below the mark are left for
+  // the call's last look.  A sleep ends at any completion (SleepUntil
+  // watches the CQ's channel too), so it looks again and sleeps on.
+  uint64_t want;
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    want = std::min<uint64_t>(call.wait_bytes, core_->readable_above + 1);
+  }
+  if (SpinUntilReadable(call.spin_ns, want)) return 0;
+  for (;;) {
+    if (SleepUntil(POLLIN, call.deadline_ns()) != 0) return -errno;
+    if (SpinUntilReadable(0, want)) return 0;  // else armed again
+  }
 }
 
 void RdmaTransport::RecvLowatChanged(uint32_t lowat) {
