@@ -9,10 +9,13 @@ namespace vsocket::fifo {
 namespace {
 
 // Calls fn(iov_base_pointer, length) for each piece of the iovec array that
-// lies in [skip, skip + limit), in order.  Returns the bytes visited.
+// lies in [skip, skip + limit), in order.  Returns the bytes visited, or
+// kUserFault at a piece whose base is null: the kernel's EFAULT, and a
+// null pointer must not reach memcpy (undefined behaviour, not a fault
+// the guard could be counted on to catch).
 template <typename Fn>
-uint64_t ForEachIovSpan(const struct iovec* iov, int iovcnt, size_t skip,
-                        uint64_t limit, Fn fn) {
+int64_t ForEachIovSpan(const struct iovec* iov, int iovcnt, size_t skip,
+                       uint64_t limit, Fn fn) {
   uint64_t done = 0;
   for (int i = 0; i < iovcnt && done < limit; ++i) {
     size_t len = iov[i].iov_len;
@@ -20,13 +23,14 @@ uint64_t ForEachIovSpan(const struct iovec* iov, int iovcnt, size_t skip,
       skip -= len;
       continue;
     }
+    if (iov[i].iov_base == nullptr) return kUserFault;
     auto* base = static_cast<uint8_t*>(iov[i].iov_base) + skip;
     uint64_t take = std::min<uint64_t>(len - skip, limit - done);
     skip = 0;
     fn(base, take);
     done += take;
   }
-  return done;
+  return static_cast<int64_t>(done);
 }
 
 // Bytes the iovec array holds past `skip`.
@@ -67,7 +71,7 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
   if (space <= 0) return space;
   uint64_t head = OwnHead();
   uint64_t mask = capacity_ - 1;
-  uint64_t copied = 0;
+  int64_t copied = 0;
   // A bad pointer stops the copy before the head is published.
   if (!GuardedUserCopy([&] {
         copied = ForEachIovSpan(
@@ -82,7 +86,7 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
                 len -= chunk;
               }
             });
-      })) {
+      }) || copied == kUserFault) {
     return kUserFault;
   }
   if (copied > 0) {
@@ -118,7 +122,7 @@ int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
   if (avail <= 0) return avail;
   uint64_t tail = OwnTail();
   uint64_t mask = capacity_ - 1;
-  uint64_t copied = 0;
+  int64_t copied = 0;
   // A bad pointer stops the copy before the tail is published: nothing
   // is consumed.
   if (!GuardedUserCopy([&] {
@@ -134,7 +138,7 @@ int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
                 len -= chunk;
               }
             });
-      })) {
+      }) || copied == kUserFault) {
     return kUserFault;
   }
   if (copied > 0 && !peek) {

@@ -228,6 +228,22 @@ TEST_F(RingTest, OwnIndexIsNotReadBackFromSharedMemory) {
   EXPECT_EQ(control_->head.load(), 20u);
 }
 
+// A null base after good entries is the kernel's EFAULT, and nothing moves:
+// it never reaches memcpy (undefined behaviour; UBSan's test build stops
+// there).  Found by stream_calls_fuzz.
+TEST_F(RingTest, NullBaseIsAFaultAndNothingMoves) {
+  std::vector<uint8_t> bytes = Pattern(8, 1);
+  struct iovec send[2] = {{bytes.data(), bytes.size()}, {nullptr, 8}};
+  EXPECT_EQ(producer_->Write(send, 2, 0), kUserFault);
+  EXPECT_EQ(consumer_->Available(), 0);
+  ASSERT_EQ(Put(bytes), 8);
+  uint8_t first[4];
+  struct iovec recv[2] = {{first, sizeof first}, {nullptr, 4}};
+  EXPECT_EQ(consumer_->Read(recv, 2, 0, /*peek=*/false), kUserFault);
+  EXPECT_EQ(consumer_->Read(recv, 2, 0, /*peek=*/true), kUserFault);
+  EXPECT_EQ(Take(16), bytes);  // every byte still there
+}
+
 TEST(RingLayoutTest, IndicesLiveOnSeparateCacheLines) {
   EXPECT_GE(offsetof(RingControl, tail) - offsetof(RingControl, head), kCacheLine);
   EXPECT_GE(offsetof(RingControl, reader_wake) - offsetof(RingControl, tail), kCacheLine);
