@@ -150,6 +150,20 @@ int WaitLocalHandshake(int fd, int timeout_ms) {
   return err;
 }
 
+// One buffer's length as the kernel takes it, before a transport's iovec
+// checks would see it (those refuse an entry above SSIZE_MAX with EINVAL):
+// send/recv/sendto/recvfrom cap it at MAX_RW_COUNT (INT_MAX rounded down
+// to a page, import_ubuf), so send(fd, buf, SIZE_MAX, 0) sends what fits;
+// read/write first ask access_ok(buf, len), which no length above
+// SSIZE_MAX passes: EFAULT (vfs_read/vfs_write), then cap it.
+size_t MaxRwCount() {
+  static const size_t cap =
+      size_t{INT_MAX} & ~(static_cast<size_t>(sysconf(_SC_PAGESIZE)) - 1);
+  return cap;
+}
+size_t CapLength(size_t len) { return len < MaxRwCount() ? len : MaxRwCount(); }
+bool ReadWriteLengthFaults(size_t len) { return len > SSIZE_MAX; }
+
 // vsocket_poll's look at its kernel descriptors (no sigmask to apply).
 int PollWithoutWaiting(struct pollfd* fds, nfds_t nfds, const sigset_t*) {
   return sys::poll(fds, nfds, 0);
@@ -335,14 +349,14 @@ ssize_t vsocket_send(int fd, const void* buf, size_t len, int flags) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::send(fd, buf, len, flags);
-  return SendBuffer(vs.get(), t, buf, len, flags);
+  return SendBuffer(vs.get(), t, buf, CapLength(len), flags);
 }
 
 ssize_t vsocket_recv(int fd, void* buf, size_t len, int flags) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::recv(fd, buf, len, flags);
-  return RecvBuffer(vs.get(), t, buf, len, flags);
+  return RecvBuffer(vs.get(), t, buf, CapLength(len), flags);
 }
 
 ssize_t vsocket_sendto(int fd, const void* buf, size_t len, int flags,
@@ -351,7 +365,7 @@ ssize_t vsocket_sendto(int fd, const void* buf, size_t len, int flags,
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::sendto(fd, buf, len, flags, addr, addrlen);
   // A connected stream socket ignores the address, as TCP does.
-  return SendBuffer(vs.get(), t, buf, len, flags);
+  return SendBuffer(vs.get(), t, buf, CapLength(len), flags);
 }
 
 ssize_t vsocket_recvfrom(int fd, void* buf, size_t len, int flags,
@@ -359,7 +373,7 @@ ssize_t vsocket_recvfrom(int fd, void* buf, size_t len, int flags,
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::recvfrom(fd, buf, len, flags, addr, addrlen);
-  ssize_t n = RecvBuffer(vs.get(), t, buf, len, flags);
+  ssize_t n = RecvBuffer(vs.get(), t, buf, CapLength(len), flags);
   // A connected TCP socket reports no source address: the kernel sets
   // *addrlen to 0 and leaves the buffer alone.
   if (n >= 0 && addr && addrlen) *addrlen = 0;
@@ -384,14 +398,22 @@ ssize_t vsocket_read(int fd, void* buf, size_t len) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::read(fd, buf, len);
-  return RecvBuffer(vs.get(), t, buf, len, 0);
+  if (ReadWriteLengthFaults(len)) {
+    errno = EFAULT;
+    return -1;
+  }
+  return RecvBuffer(vs.get(), t, buf, CapLength(len), 0);
 }
 
 ssize_t vsocket_write(int fd, const void* buf, size_t len) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::write(fd, buf, len);
-  return SendBuffer(vs.get(), t, buf, len, 0);
+  if (ReadWriteLengthFaults(len)) {
+    errno = EFAULT;
+    return -1;
+  }
+  return SendBuffer(vs.get(), t, buf, CapLength(len), 0);
 }
 
 ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {

@@ -22,7 +22,9 @@ ssize_t Fail(int err) {
 int CheckIovArray(const struct msghdr* msg, uint64_t* total) {
   // As the kernel's copy_msghdr_from_user and import_iovec, reading the
   // caller's msghdr and array under the fault guard: a bad pointer is
-  // EFAULT, not SIGSEGV.
+  // EFAULT, not SIGSEGV.  A null msghdr is refused before it is read
+  // (reading through it is undefined behaviour, not only a fault).
+  if (msg == nullptr) return EFAULT;
   int err = 0;
   bool readable = GuardedUserCopy([&] {
     const size_t n = msg->msg_iovlen;

@@ -898,6 +898,7 @@ TEST_P(Conformance, BadPointersAreEfaultAndNothingMoves) {
         m.msg_iovlen = 1;
         CHECK_ERR(e.api.recvmsg(e.fd, &m, 0), EFAULT);
         CHECK_ERR(e.api.recvmsg(e.fd, static_cast<msghdr*>(gone), 0), EFAULT);
+        CHECK_ERR(e.api.recvmsg(e.fd, nullptr, 0), EFAULT);
         char two[2];
         CHECK_RC(e.api.recv(e.fd, two, 2, MSG_WAITALL), 2);
         CHECK(!memcmp(two, "ok", 2), "the stream after the refused calls");
@@ -913,8 +914,61 @@ TEST_P(Conformance, BadPointersAreEfaultAndNothingMoves) {
         m.msg_iovlen = 1;
         CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), EFAULT);
         CHECK_ERR(e.api.sendmsg(e.fd, static_cast<msghdr*>(gone), MSG_NOSIGNAL), EFAULT);
+        CHECK_ERR(e.api.sendmsg(e.fd, nullptr, MSG_NOSIGNAL), EFAULT);
         CHECK_RC(e.api.send(e.fd, "ok", 2, MSG_NOSIGNAL), 2);
         e.ctl.Send(1);
+      });
+}
+
+// Kernel TCP takes one buffer's length as import_ubuf and vfs_read do, not
+// as an iovec entry: recv/send cap it at MAX_RW_COUNT (recv(fd, buf,
+// SIZE_MAX, 0) reads what is there), read/write fail with EFAULT above
+// SSIZE_MAX (access_ok) and consume nothing.  The sender's send of SIZE_MAX
+// bytes from a page an unreadable one follows moves at most that page.
+TEST_P(Conformance, OneBufferLengthsAreCappedNotRefused) {
+  Run(
+      [](End& e) {
+        e.ctl.Recv();  // "okay" was sent
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "readable");
+        // On the heap: the kernel's access_ok(buf, MAX_RW_COUNT) passes only
+        // 2 GiB below the top of the address space, where stacks may lie.
+        std::vector<char> buf(4);
+        CHECK_ERR(e.api.read(e.fd, buf.data(), static_cast<size_t>(SSIZE_MAX) + 1), EFAULT);
+        CHECK_ERR(e.api.read(e.fd, buf.data(), SIZE_MAX), EFAULT);
+        CHECK_RC(e.api.recv(e.fd, buf.data(), 2, MSG_PEEK), 2);
+        CHECK_RC(e.api.recv(e.fd, buf.data(), SIZE_MAX, 0), 4);
+        CHECK(!memcmp(buf.data(), "okay", 4), "the stream after the capped calls");
+        e.ctl.Send(1);
+        e.ctl.Recv();  // the sender's SIZE_MAX send is over
+        std::vector<char> page(4096);
+        int64_t count = e.ctl.Recv();
+        for (int64_t got = 0; got < count;) {
+          CHECK(e.Poll(POLLIN, 2000) & POLLIN, "the page's bytes");
+          ssize_t n = e.api.recv(e.fd, page.data(), page.size(), 0);
+          CHECK(n > 0, "recv %zd", n);
+          got += n;
+        }
+      },
+      [](End& e) {
+        CHECK_ERR(e.api.write(e.fd, "okay", static_cast<size_t>(SSIZE_MAX) + 1), EFAULT);
+        CHECK_RC(e.api.send(e.fd, "okay", 4, MSG_NOSIGNAL), 4);
+        e.ctl.Send(1);
+        e.ctl.Recv();
+        // One readable page, then unreadable ones: the kernel copies from
+        // the first and stops at the second.  More of them than a ring
+        // holds: ASan checks a copy's whole range before it starts, and
+        // must find nothing but this reservation there.
+        constexpr size_t kReserved = size_t{64} << 20;
+        auto* page = static_cast<char*>(mmap(nullptr, 4096 + kReserved, PROT_NONE,
+                                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+        CHECK(page != MAP_FAILED, "mmap");
+        CHECK(mprotect(page, 4096, PROT_READ | PROT_WRITE) == 0, "mprotect");
+        errno = 0;
+        ssize_t n = e.api.send(e.fd, page, SIZE_MAX, MSG_DONTWAIT | MSG_NOSIGNAL);
+        CHECK((n == -1 && errno == EFAULT) || (n > 0 && n <= 4096),
+              "send of SIZE_MAX from one page: %zd (errno %d)", n, errno);
+        e.ctl.Send(1);
+        e.ctl.Send(n > 0 ? n : 0);
       });
 }
 

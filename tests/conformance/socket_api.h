@@ -35,6 +35,8 @@ struct SocketApi {
   // The path a connected socket took ("tcp", "shm", "rdma"); nullptr in
   // the kernel table, which has no vsocket to ask.
   const char* (*transport_name)(int fd);
+  ssize_t (*read)(int fd, void* buf, size_t len);
+  ssize_t (*write)(int fd, const void* buf, size_t len);
 };
 
 // libc only: links no vsocket call.
