@@ -46,8 +46,12 @@ ssize_t ToeTransport::SendMsg(const struct msghdr* msg, int flags,
     // The cork reads the array in user space: checked first as the
     // kernel's import_iovec would (a bad one is an errno, not a SIGSEGV).
     uint64_t checked_total = 0;
-    if (int err = stream_io_internal::CheckIovArray(msg, &checked_total)) {
+    if (int err = stream_io_internal::CheckIovArray(msg, /*sending=*/true, &checked_total)) {
       errno = err;
+      return -1;
+    }
+    if (flags & MSG_FASTOPEN) {  // as StreamSendMsg: the kernel's answer
+      errno = stream_io_internal::FastOpenError(msg);
       return -1;
     }
     const size_t total = static_cast<size_t>(checked_total);
@@ -94,7 +98,7 @@ ssize_t ToeTransport::RecvMsg(struct msghdr* msg, int flags, const IoOptions& io
   // The engine's read-ahead copies in user space: the array is checked
   // first, as the kernel's import_iovec would.
   uint64_t total = 0;
-  if (int err = stream_io_internal::CheckIovArray(msg, &total)) {
+  if (int err = stream_io_internal::CheckIovArray(msg, /*sending=*/false, &total)) {
     errno = err;
     return -1;
   }

@@ -17,6 +17,7 @@
 #include "toe_backend/uring_ring.h"
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
+#include "vsocket/stream_io.h"
 
 namespace vsocket::toe {
 
@@ -67,11 +68,6 @@ bool DiscardSync(int fd, char* scratch, size_t n) {
   return true;
 }
 
-void SetStreamOutputFields(struct msghdr* msg) {
-  if (msg->msg_name) msg->msg_namelen = 0;
-  msg->msg_controllen = 0;
-  msg->msg_flags = 0;
-}
 
 }  // namespace
 
@@ -291,9 +287,9 @@ void UringEngine::RefillWindow(Socket& s) {
   NotePeek(s, res[1] > 0);
 }
 
-ssize_t UringEngine::ReceiveAndPeek(Socket& s, struct msghdr* msg) {
+ssize_t UringEngine::ReceiveAndPeek(Socket& s, struct msghdr* msg, int flags) {
   struct io_uring* ring = ThisThreadRing();
-  if (!ring) return ErrnoResult(sys::recvmsg(s.fd, msg, MSG_DONTWAIT));
+  if (!ring) return ErrnoResult(sys::recvmsg(s.fd, msg, MSG_DONTWAIT | (flags & MSG_CMSG_CLOEXEC)));
   struct msghdr m = {};
   m.msg_iov = msg->msg_iov;
   m.msg_iovlen = msg->msg_iovlen;
@@ -306,7 +302,7 @@ ssize_t UringEngine::ReceiveAndPeek(Socket& s, struct msghdr* msg) {
   peek->user_data = 1;
   int32_t res[2] = {-EAGAIN, -EAGAIN};
   if (SubmitAndReap(ring, 2, res) != 0)
-    return ErrnoResult(sys::recvmsg(s.fd, msg, MSG_DONTWAIT));
+    return ErrnoResult(sys::recvmsg(s.fd, msg, MSG_DONTWAIT | (flags & MSG_CMSG_CLOEXEC)));
   counters_.readahead_enters.fetch_add(1, std::memory_order_relaxed);
   ssize_t r = res[0];
   if (res[1] > 0) {
@@ -317,7 +313,7 @@ ssize_t UringEngine::ReceiveAndPeek(Socket& s, struct msghdr* msg) {
   }
   // Nothing more was queued: back to plain reads for a while.
   NotePeek(s, res[1] > 0);
-  if (r > 0) SetStreamOutputFields(msg);
+  if (r > 0 && !stream_io_internal::SetReceivedFields(msg, flags)) return -EFAULT;
   return r;
 }
 
@@ -340,12 +336,12 @@ ssize_t UringEngine::Recv(ToeHandle h, struct msghdr* msg, int flags) {
       got += CopyFromWindow(s, msg, got, false, &faulted);
     if (faulted && got == 0) return -EFAULT;
     if (faulted || got == total || !wait_all) {
-      SetStreamOutputFields(msg);
+      if (!stream_io_internal::SetReceivedFields(msg, flags)) return -EFAULT;
       return static_cast<ssize_t>(got);
     }
   } else if (s.readahead && !peek && total > 0 && total <= small &&
              s.kernel_readers == 0) {
-    ssize_t r = ReceiveAndPeek(s, msg);
+    ssize_t r = ReceiveAndPeek(s, msg, flags);
     if (r == 0 || (r < 0 && r != -EAGAIN)) return r;
     if (r > 0) {
       got = static_cast<size_t>(r);
@@ -377,7 +373,7 @@ ssize_t UringEngine::Recv(ToeHandle h, struct msghdr* msg, int flags) {
     lock.lock();
     --s.kernel_readers;
     if (got > 0) {
-      SetStreamOutputFields(msg);
+      if (!stream_io_internal::SetReceivedFields(msg, flags)) return -EFAULT;
       return static_cast<ssize_t>(got) + (n > 0 ? n : 0);
     }
   }
@@ -410,7 +406,7 @@ bool UringEngine::RecvOnSqThread(Socket& s, struct msghdr* msg, int flags, ssize
   counters_.sqpoll_calls.fetch_add(1, std::memory_order_relaxed);
   if (res[0] == -EAGAIN && !(flags & MSG_DONTWAIT)) return false;
   *n = res[0];
-  if (*n > 0) SetStreamOutputFields(msg);
+  if (*n > 0 && !stream_io_internal::SetReceivedFields(msg, flags)) *n = -EFAULT;
   return true;
 }
 

@@ -111,7 +111,7 @@ class UringEngine final : public ToeEngine {
   size_t CopyFromWindow(Socket& s, struct msghdr* msg, size_t skip, bool peek,
                         bool* faulted);
   void RefillWindow(Socket& s);
-  ssize_t ReceiveAndPeek(Socket& s, struct msghdr* msg);
+  ssize_t ReceiveAndPeek(Socket& s, struct msghdr* msg, int flags);
   void DropWindow(Socket& s);
   bool MayReadAhead(Socket& s);
   void NotePeek(Socket& s, bool found);

@@ -94,8 +94,16 @@ ssize_t RecvMsgOn(VirtualSocket* vs, Transport* t, struct msghdr* msg,
   return n;
 }
 
+// The 64-bit sendmsg/recvmsg (and sendmmsg/recvmmsg) system calls refuse
+// the flag the kernel uses internally for 32-bit callers, before anything
+// else; send/recv (and read/write) pass it on, and TCP ignores it.  Every
+// transport's SendMsg/RecvMsg is a sendmsg/recvmsg: SendBuffer/RecvBuffer
+// drop the flag.
+constexpr int kMsgCmsgCompat = static_cast<int>(0x80000000u);  // MSG_CMSG_COMPAT
+
 ssize_t SendBuffer(VirtualSocket* vs, Transport* t, const void* buf,
                    size_t len, int flags) {
+  flags &= ~kMsgCmsgCompat;
   struct iovec iov = {const_cast<void*>(buf), len};
   struct msghdr msg = {};
   msg.msg_iov = &iov;
@@ -105,6 +113,7 @@ ssize_t SendBuffer(VirtualSocket* vs, Transport* t, const void* buf,
 
 ssize_t RecvBuffer(VirtualSocket* vs, Transport* t, void* buf, size_t len,
                    int flags) {
+  flags &= ~kMsgCmsgCompat;
   struct iovec iov = {buf, len};
   struct msghdr msg = {};
   msg.msg_iov = &iov;
@@ -384,6 +393,10 @@ ssize_t vsocket_sendmsg(int fd, const struct msghdr* msg, int flags) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::sendmsg(fd, msg, flags);
+  if (flags & kMsgCmsgCompat) {
+    errno = EINVAL;
+    return -1;
+  }
   return SendMsgOn(vs.get(), t, msg, flags);
 }
 
@@ -391,6 +404,10 @@ ssize_t vsocket_recvmsg(int fd, struct msghdr* msg, int flags) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::recvmsg(fd, msg, flags);
+  if (flags & kMsgCmsgCompat) {
+    errno = EINVAL;
+    return -1;
+  }
   return RecvMsgOn(vs.get(), t, msg, flags);
 }
 

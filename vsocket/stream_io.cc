@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <cstring>
 #include <vector>
 
 #include "base/user_copy_guard.h"
@@ -19,16 +21,27 @@ ssize_t Fail(int err) {
   return -1;
 }
 
-int CheckIovArray(const struct msghdr* msg, uint64_t* total) {
+int CheckIovArray(const struct msghdr* msg, bool sending, uint64_t* total) {
   // As the kernel's copy_msghdr_from_user and import_iovec, reading the
   // caller's msghdr and array under the fault guard: a bad pointer is
   // EFAULT, not SIGSEGV.  A null msghdr is refused before it is read
   // (reading through it is undefined behaviour, not only a fault).
   if (msg == nullptr) return EFAULT;
+  struct msghdr h;
+  // The kernel copies the whole msghdr first.
+  if (!GuardedUserCopy([&] { std::memcpy(&h, msg, sizeof h); })) return EFAULT;
+  if (h.msg_name != nullptr && h.msg_namelen > static_cast<socklen_t>(INT_MAX))
+    return EINVAL;
+  if (sending && h.msg_name != nullptr && h.msg_namelen > 0) {
+    // move_addr_to_kernel copies at most a sockaddr_storage.
+    const size_t n = std::min<size_t>(h.msg_namelen, sizeof(struct sockaddr_storage));
+    struct sockaddr_storage ignored;
+    if (!GuardedUserCopy([&] { std::memcpy(&ignored, h.msg_name, n); })) return EFAULT;
+  }
   int err = 0;
   bool readable = GuardedUserCopy([&] {
-    const size_t n = msg->msg_iovlen;
-    const struct iovec* iov = msg->msg_iov;
+    const size_t n = h.msg_iovlen;
+    const struct iovec* iov = h.msg_iov;
     if (n > UIO_MAXIOV) {
       err = EMSGSIZE;
       return;
@@ -52,6 +65,31 @@ int CheckIovArray(const struct msghdr* msg, uint64_t* total) {
   return readable ? err : EFAULT;
 }
 
+int FastOpenError(const struct msghdr* msg) {
+  // The address is read as tcp_sendmsg_fastopen and __inet_stream_connect
+  // read it; CheckIovArray found the msghdr and the name readable.
+  int err = EISCONN;
+  GuardedUserCopy([&] {
+    if (msg->msg_name == nullptr || msg->msg_namelen == 0) return;
+    if (msg->msg_namelen < sizeof(sa_family_t)) {
+      err = EINVAL;
+    } else {
+      sa_family_t family;  // msg_name may be unaligned
+      std::memcpy(&family, msg->msg_name, sizeof family);
+      if (family == AF_UNSPEC) err = EOPNOTSUPP;
+    }
+  });
+  return err;
+}
+
+bool SetReceivedFields(struct msghdr* msg, int flags) {
+  return GuardedUserCopy([&] {
+    if (msg->msg_name) msg->msg_namelen = 0;
+    msg->msg_controllen = 0;
+    msg->msg_flags = flags & MSG_CMSG_CLOEXEC;
+  });
+}
+
 ssize_t RecvIntoScratch(ssize_t (*recv)(void* steps, struct msghdr* msg,
                                         int flags, const IoOptions& io),
                         void* steps, struct msghdr* msg, uint64_t total,
@@ -72,9 +110,7 @@ ssize_t RecvIntoScratch(ssize_t (*recv)(void* steps, struct msghdr* msg,
     if (r > 0) got += static_cast<uint64_t>(r);
   } while (wait_all && r > 0 && got < total);
   if (got == 0 && r < 0) return -1;  // errno is the receive's
-  if (msg->msg_name) msg->msg_namelen = 0;
-  msg->msg_controllen = 0;
-  msg->msg_flags = 0;
+  if (!SetReceivedFields(msg, flags)) return Fail(EFAULT);
   return static_cast<ssize_t>(got);
 }
 

@@ -132,11 +132,27 @@ class StreamSteps {
 namespace stream_io_internal {
 // -1 with errno = err.
 ssize_t Fail(int err);
-// The kernel's checks of a msghdr's scatter/gather array, in its order,
-// before anything is moved: more than UIO_MAXIOV entries: EMSGSIZE; a null
-// array with entries: EFAULT; an entry (or the sum) over SSIZE_MAX: EINVAL.
-// 0 when the array may be used, else the errno.  `*total` = its length.
-int CheckIovArray(const struct msghdr* msg, uint64_t* total);
+// The kernel's checks of a msghdr, in its order, before anything is moved
+// (copy_msghdr_from_user, import_iovec): the whole msghdr must be
+// readable: EFAULT; msg_name set with a msg_namelen above INT_MAX (negative
+// to the kernel): EINVAL; for a send, the address msg_name names must be
+// readable: EFAULT (then ignored, as TCP ignores it); more than UIO_MAXIOV
+// entries: EMSGSIZE; a null array with entries: EFAULT; an entry (or the
+// sum) over SSIZE_MAX: EINVAL.  Ancillary data is not looked at (not
+// supported: docs/COMPATIBILITY.md).  0 when the call may go on, else the
+// errno.  `*total` = the array's length.
+int CheckIovArray(const struct msghdr* msg, bool sending, uint64_t* total);
+// sendmsg with MSG_FASTOPEN on a connected socket, after CheckIovArray:
+// the errno kernel TCP (tcp_sendmsg_fastopen, its client bit set, the
+// default) answers with, nothing sent: EINVAL for a msg_name of one byte,
+// EOPNOTSUPP for an AF_UNSPEC one, else EISCONN.
+int FastOpenError(const struct msghdr* msg);
+// A receive's last step on success: the msghdr fields kernel TCP writes
+// back (____sys_recvmsg): msg_namelen 0 when msg_name is set,
+// msg_controllen 0, msg_flags MSG_CMSG_CLOEXEC when the call had it, else
+// 0.  False when the msghdr cannot be written: the call is EFAULT, as the
+// kernel's, with its bytes consumed.
+bool SetReceivedFields(struct msghdr* msg, int flags);
 // recvmsg with MSG_TRUNC and `total` > 0 bytes asked for: kernel TCP
 // discards up to `total` bytes without writing the caller's buffers (which
 // may be null); with MSG_PEEK it reports how many are queued, up to
@@ -162,8 +178,9 @@ ssize_t FinishRecvElsewhere(StreamSteps& steps, ssize_t r, struct msghdr* msg,
 // sendmsg(2) over `steps`: returns the bytes sent, or -1 with errno.  A
 // blocking call returns only once every byte was taken, or with a short
 // count when a timeout, signal or error cut it short after some bytes.
-// MSG_OOB: -1 with EOPNOTSUPP (urgent data cannot be carried).  Both
-// calls first check the iovec array as the kernel does (CheckIovArray).  EPIPE
+// MSG_OOB: -1 with EOPNOTSUPP (urgent data cannot be carried); MSG_FASTOPEN:
+// -1 with FastOpenError (EISCONN).  Both calls first check the msghdr and its iovec array
+// as the kernel does (CheckIovArray).  EPIPE
 // raises SIGPIPE unless MSG_NOSIGNAL.  msg_name is ignored, as TCP does.
 // `Steps` is the transport's own (final) class, so that the steps are
 // called directly, without an indirect call each on the hot path; any
@@ -186,9 +203,9 @@ ssize_t StreamSendMsg(Steps& steps, const struct msghdr* msg, int flags,
 // signal after some data), MSG_DONTWAIT, MSG_TRUNC (the bytes are
 // discarded, or with MSG_PEEK counted, and the buffers never written).
 // MSG_OOB: -1 with EINVAL (no urgent data is ever pending); MSG_ERRQUEUE:
-// -1 with EAGAIN (the error queue is always empty).  On success, as kernel TCP: msg_flags and
-// msg_controllen become 0, and msg_namelen 0 when msg_name is set; on
-// failure the msghdr is left alone.
+// -1 with EAGAIN (the error queue is always empty).  On success, as kernel
+// TCP, SetReceivedFields (EFAULT if the msghdr is read-only: the bytes are
+// consumed); on failure the msghdr is left alone.
 template <typename Steps>
 ssize_t StreamRecvMsg(Steps& steps, struct msghdr* msg, int flags,
                       const IoOptions& io);
@@ -205,8 +222,10 @@ ssize_t StreamSendMsg(Steps& concrete, const struct msghdr* msg, int flags,
   // SO_OOBINLINE reads.  Refuse, as for sockets without urgent data.
   if (flags & MSG_OOB) return stream_io_internal::Fail(EOPNOTSUPP);
   uint64_t total;
-  if (int err = stream_io_internal::CheckIovArray(msg, &total)) [[unlikely]]
+  if (int err = stream_io_internal::CheckIovArray(msg, /*sending=*/true, &total)) [[unlikely]]
     return stream_io_internal::Fail(err);
+  if (flags & MSG_FASTOPEN) [[unlikely]]
+    return stream_io_internal::Fail(stream_io_internal::FastOpenError(msg));
   const struct iovec* iov = msg->msg_iov;
   int iovcnt = static_cast<int>(msg->msg_iovlen);
   StreamCall call;
@@ -255,7 +274,7 @@ ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
   static_assert(std::is_base_of_v<StreamSteps, Steps>);
   StreamSteps& steps = concrete;  // devirtualised when Steps is final
   uint64_t total;
-  if (int err = stream_io_internal::CheckIovArray(msg, &total)) [[unlikely]]
+  if (int err = stream_io_internal::CheckIovArray(msg, /*sending=*/false, &total)) [[unlikely]]
     return stream_io_internal::Fail(err);
   // Kernel TCP looks at the error queue first: nothing is ever queued
   // there (no zero-copy completions, no timestamps), so EAGAIN, blocking
@@ -357,9 +376,8 @@ ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
   // A connected stream socket reports no source address, no ancillary
   // data and no flags (checked against kernel TCP: msg_namelen becomes 0
   // only when msg_name is set, and nothing changes on failure).
-  if (msg->msg_name) msg->msg_namelen = 0;
-  msg->msg_controllen = 0;
-  msg->msg_flags = 0;
+  if (!stream_io_internal::SetReceivedFields(msg, flags)) [[unlikely]]
+    return stream_io_internal::Fail(EFAULT);
   return r;
 }
 

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -969,6 +970,90 @@ TEST_P(Conformance, OneBufferLengthsAreCappedNotRefused) {
               "send of SIZE_MAX from one page: %zd (errno %d)", n, errno);
         e.ctl.Send(1);
         e.ctl.Send(n > 0 ? n : 0);
+      });
+}
+
+// The msghdr as the kernel checks it (copy_msghdr_from_user, ____sys_recvmsg,
+// tcp_sendmsg): read whole (a msghdr cut by an unreadable page is EFAULT
+// even when the fields the call needs are readable), MSG_CMSG_COMPAT is
+// EINVAL for sendmsg/recvmsg (not for send/recv), msg_namelen above INT_MAX
+// with msg_name set is EINVAL, sendmsg's msg_name must be readable (EFAULT)
+// but is otherwise ignored, MSG_FASTOPEN on a connected socket is EISCONN;
+// recvmsg writes MSG_CMSG_CLOEXEC back in msg_flags when it had it, and a
+// read-only msghdr is EFAULT after the bytes were consumed.
+msghdr* CutMsghdr(size_t readable) {  // the rest of it on an unreadable page
+  auto* pages = static_cast<char*>(mmap(nullptr, 8192, PROT_READ | PROT_WRITE,
+                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  CHECK(pages != MAP_FAILED, "mmap");
+  CHECK(mprotect(pages + 4096, 4096, PROT_NONE) == 0, "mprotect");
+  return reinterpret_cast<msghdr*>(pages + 4096 - readable);
+}
+
+TEST_P(Conformance, MsghdrIsCheckedAsTheKernelChecksIt) {
+  Run(
+      [](End& e) {
+        e.ctl.Recv();  // "abcdef" was sent after the client's refused calls
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "readable");
+        char buf[8] = {};
+        iovec iov = {buf, 2};
+        msghdr m = {};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        CHECK_ERR(e.api.recvmsg(e.fd, &m, static_cast<int>(0x80000000u)), EINVAL);
+        CHECK_RC(e.api.recv(e.fd, buf, 1, static_cast<int>(0x80000000u) | MSG_PEEK), 1);
+        sockaddr_storage name;
+        m.msg_name = &name;
+        m.msg_namelen = 0x80000000u;
+        CHECK_ERR(e.api.recvmsg(e.fd, &m, 0), EINVAL);
+        m.msg_name = nullptr;
+        m.msg_namelen = 0;
+        msghdr* cut = CutMsghdr(32);  // msg_iov and msg_iovlen readable
+        memcpy(cut, &m, 32);
+        CHECK_ERR(e.api.recvmsg(e.fd, cut, 0), EFAULT);
+        m.msg_flags = 0x1234;
+        CHECK_RC(e.api.recvmsg(e.fd, &m, MSG_CMSG_CLOEXEC), 2);
+        CHECK(m.msg_flags == MSG_CMSG_CLOEXEC, "msg_flags 0x%x", m.msg_flags);
+        CHECK(!memcmp(buf, "ab", 2), "the first bytes");
+        auto* page = static_cast<msghdr*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        CHECK(page != MAP_FAILED, "mmap");
+        *page = m;
+        CHECK(mprotect(page, 4096, PROT_READ) == 0, "mprotect");
+        CHECK_ERR(e.api.recvmsg(e.fd, page, 0), EFAULT);  // "cd" consumed
+        CHECK_RC(e.api.recv(e.fd, buf, 2, MSG_WAITALL), 2);
+        CHECK(!memcmp(buf, "ef", 2), "the stream after a read-only msghdr: %.2s", buf);
+      },
+      [](End& e) {
+        char ab[] = "ab";
+        iovec iov = {ab, 2};
+        msghdr m = {};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL | static_cast<int>(0x80000000u)), EINVAL);
+        sockaddr_in name = {};
+        name.sin_family = AF_INET;
+        m.msg_name = &name;
+        m.msg_namelen = 0x80000000u;
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), EINVAL);
+        m.msg_name = InaccessiblePage();
+        m.msg_namelen = sizeof name;
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), EFAULT);
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL | MSG_FASTOPEN), EFAULT);
+        m.msg_name = &name;
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL | MSG_FASTOPEN), EISCONN);
+        m.msg_namelen = 1;  // the fast-open connect reads the address
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL | MSG_FASTOPEN), EINVAL);
+        m.msg_namelen = sizeof name;
+        name.sin_family = AF_UNSPEC;
+        CHECK_ERR(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL | MSG_FASTOPEN), EOPNOTSUPP);
+        name.sin_family = AF_INET;
+        CHECK_ERR(e.api.send(e.fd, ab, 2, MSG_NOSIGNAL | MSG_FASTOPEN), EISCONN);
+        msghdr* cut = CutMsghdr(32);
+        memcpy(cut, &m, 32);
+        CHECK_ERR(e.api.sendmsg(e.fd, cut, MSG_NOSIGNAL), EFAULT);
+        CHECK_RC(e.api.sendmsg(e.fd, &m, MSG_NOSIGNAL), 2);  // the address ignored
+        CHECK_RC(e.api.send(e.fd, "cdef", 4, MSG_NOSIGNAL), 4);
+        e.ctl.Send(1);
       });
 }
 
