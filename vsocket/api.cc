@@ -30,6 +30,7 @@
 #include "vsocket/provider_registry.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/stats.h"
+#include "vsocket/stream_io.h"
 #include "vsocket/wait.h"
 
 using vsocket::FallbackReason;
@@ -419,6 +420,9 @@ ssize_t vsocket_read(int fd, void* buf, size_t len) {
     errno = EFAULT;
     return -1;
   }
+  // A socket's read of nothing returns 0 at once (sock_read_iter, "match
+  // SYS5 behaviour"); recv(fd, buf, 0, 0) instead waits as a receive does.
+  if (len == 0) return 0;
   return RecvBuffer(vs.get(), t, buf, CapLength(len), 0);
 }
 
@@ -444,6 +448,14 @@ ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {
   struct msghdr msg = {};
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  // vfs_readv: an array of no bytes returns 0 at once, once it passed the
+  // kernel's checks (which the transport's receive would make).
+  uint64_t total = 0;
+  if (int err = vsocket::stream_io_internal::CheckIovArray(&msg, /*sending=*/false, &total)) {
+    errno = err;
+    return -1;
+  }
+  if (total == 0) return 0;
   return RecvMsgOn(vs.get(), t, &msg, 0);
 }
 
@@ -458,6 +470,14 @@ ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
   struct msghdr msg = {};
   msg.msg_iov = const_cast<struct iovec*>(iov);
   msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  // vfs_writev returns 0 for an array of no bytes without asking the
+  // socket (write(fd, buf, 0) and send do ask it: EPIPE after SHUT_WR).
+  uint64_t total = 0;
+  if (int err = vsocket::stream_io_internal::CheckIovArray(&msg, /*sending=*/true, &total)) {
+    errno = err;
+    return -1;
+  }
+  if (total == 0) return 0;
   return SendMsgOn(vs.get(), t, &msg, 0);
 }
 

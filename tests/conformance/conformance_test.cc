@@ -1057,6 +1057,43 @@ TEST_P(Conformance, MsghdrIsCheckedAsTheKernelChecksIt) {
       });
 }
 
+// A socket's read or readv of no bytes returns 0 at once, with nothing
+// queued too (sock_read_iter, vfs_readv); recv of no bytes waits as a
+// receive does (EAGAIN when non-blocking).  The array is still checked
+// first.  So does writev of no bytes (vfs_writev), after SHUT_WR too,
+// where write and send of no bytes fail with EPIPE.
+TEST_P(Conformance, ZeroLengthReadReturnsAtOnce) {
+  Run(
+      [](End& e) {
+        e.SetNonBlocking(true);
+        char buf[4];
+        CHECK_RC(e.api.read(e.fd, buf, 0), 0);
+        CHECK_RC(e.api.read(e.fd, nullptr, 0), 0);
+        iovec none = {buf, 0};
+        CHECK_RC(e.api.readv(e.fd, &none, 1), 0);
+        CHECK_RC(e.api.readv(e.fd, nullptr, 0), 0);
+        CHECK_ERR(e.api.readv(e.fd, nullptr, 1), EFAULT);
+        CHECK_ERR(e.api.recv(e.fd, buf, 0, 0), EAGAIN);
+        e.ctl.Send(1);
+        e.ctl.Recv();  // "ok" was sent
+        CHECK(e.Poll(POLLIN, 2000) & POLLIN, "readable");
+        CHECK_RC(e.api.read(e.fd, buf, 0), 0);
+        CHECK_RC(e.api.recv(e.fd, buf, 2, MSG_WAITALL), 2);
+        CHECK(!memcmp(buf, "ok", 2), "the stream after reads of nothing");
+      },
+      [](End& e) {
+        e.ctl.Recv();
+        CHECK_RC(e.api.send(e.fd, "ok", 2, MSG_NOSIGNAL), 2);
+        e.ctl.Send(1);
+        CHECK_RC(e.api.shutdown(e.fd, SHUT_WR), 0);
+        iovec none = {nullptr, 0};
+        CHECK_RC(e.api.writev(e.fd, &none, 1), 0);
+        CHECK_RC(e.api.writev(e.fd, nullptr, 0), 0);
+        CHECK_ERR(e.api.writev(e.fd, nullptr, 1), EFAULT);
+        CHECK_ERR(e.api.send(e.fd, "", 0, MSG_NOSIGNAL), EPIPE);
+      });
+}
+
 // ---- FIONREAD and poll() readiness ---------------------------------------
 
 TEST_P(Conformance, FionreadCountsReadableBytes) {
