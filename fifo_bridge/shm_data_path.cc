@@ -338,15 +338,16 @@ int ShmTransport::WaitWritable(StreamCall& call) {
     struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLOUT, 0},
                             {tcp_fd_, POLLIN, 0}};
     int nfds = 2;
-    if (unclaimed) {
-      // No filler before the claim: wake up now and then to look again.
+    // No filler before the claim, nor once the peer's socket refuses it
+    // (it shut down reading; its reads go on): our wait socket stays
+    // writable, so wake up now and then to look again.
+    bool armed = !unclaimed && BlockOurWrites();
+    if (!unclaimed && producer_->FreeSpace() != 0) return 0;
+    if (!armed) {
       int64_t soon = MonotonicNs() + 1000000;
       if (wake_at < 0 || wake_at > soon) wake_at = soon;
       fds[0] = fds[1];
       nfds = 1;
-    } else {
-      BlockOurWrites();
-      if (producer_->FreeSpace() != 0) return 0;
     }
     int r = PollUntil(fds, nfds, wake_at);
     if (r < 0) {
@@ -359,8 +360,10 @@ int ShmTransport::WaitWritable(StreamCall& call) {
     if (unclaimed && (LookForDecline() ||
                       MaybeRevoke(false, FallbackReason::kClaimTimeout)))
       return 0;
-    if (r == 0 && deadline_ns >= 0 && MonotonicNs() >= deadline_ns)
-      return -EAGAIN;
+    // The deadline holds whatever woke us (a wake-up that found no room,
+    // the liveness connection).
+    if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns)
+      return producer_->FreeSpace() != 0 ? 0 : -EAGAIN;
   }
 }
 

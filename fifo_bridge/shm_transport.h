@@ -365,7 +365,10 @@ class ShmTransport final : public Transport,
   // it drained.
   Doorbell::Drained DrainOwnWakeups();
   void LiftPeerWriterBlock();   // after consuming from rx
-  void BlockOurWrites();        // tx nearly full
+  // tx nearly full: arms the peer's wake-up of our wait socket.  False
+  // when that cannot be armed (the peer's socket refuses our filler: it
+  // is gone, or shut down reading).
+  bool BlockOurWrites();
   // Raises POLLRDHUP on the user's descriptor once no more data can arrive,
   // and POLLHUP once neither direction can carry data (or on a reset), as
   // kernel TCP does.  Any thread; cheap and idempotent.

@@ -166,9 +166,10 @@ bool ShmTransport::WakePeerWatcher() {
   return doorbell_->WakePeerWatcher(static_cast<pid_t>(pid)) == 0;
 }
 
-void ShmTransport::BlockOurWrites() {
-  if (tx_->writer_wake.load(std::memory_order_acquire) & kWriterBlocked) return;
-  if (doorbell_->FillSendBuffer() != 0) return;  // peer gone: writes fail
+bool ShmTransport::BlockOurWrites() {
+  if (tx_->writer_wake.load(std::memory_order_acquire) & kWriterBlocked) return true;
+  // The peer gone, or its socket shut down reading: writes fail.
+  if (doorbell_->FillSendBuffer() != 0) return false;
   uint64_t window = producer_->window();
   uint64_t lift = window / 2;
   tx_->writer_lift.store(static_cast<uint32_t>(lift), std::memory_order_relaxed);
@@ -184,6 +185,7 @@ void ShmTransport::BlockOurWrites() {
       EndRinging(tx_);
     }
   }
+  return true;
 }
 
 void ShmTransport::UpdateHangup() {

@@ -353,6 +353,64 @@ TEST_P(Conformance, SndTimeoOnFullBuffer) {
       });
 }
 
+// The same after the reader shut down reading (Linux TCP keeps receiving,
+// so the window fills as before): the send sleeps until SO_SNDTIMEO, it
+// does not spin.  Shared memory's wake-up cannot reach a reader whose
+// socket shut down reading; its send spun on it past the timeout, for
+// ever (found by the stream_calls fuzz target).
+TEST_P(Conformance, SndTimeoAfterPeerShutRd) {
+  Run(
+      [](End& e) {
+        CHECK(e.api.shutdown(e.fd, SHUT_RD) == 0, "shutdown");
+        e.ctl.Send(1);
+        uint64_t sent = e.ctl.Recv();
+        // After SHUT_RD an empty queue reads as 0 while more is on its way.
+        std::vector<uint8_t> buf(256 << 10);
+        uint64_t got = 0;
+        int64_t deadline = NowMs() + 5000;
+        while (got < sent && NowMs() < deadline) {
+          ssize_t n = e.api.recv(e.fd, buf.data(), buf.size(), MSG_DONTWAIT);
+          if (n <= 0) {
+            CHECK(n == 0 || errno == EAGAIN, "recv after %llu bytes",
+                  static_cast<unsigned long long>(got));
+            usleep(1000);
+            continue;
+          }
+          CHECK(MatchesPattern(got, buf.data(), n), "bytes differ near offset %llu",
+                static_cast<unsigned long long>(got));
+          got += static_cast<uint64_t>(n);
+        }
+        CHECK(got == sent, "received %llu of %llu bytes",
+              static_cast<unsigned long long>(got),
+              static_cast<unsigned long long>(sent));
+      },
+      [](End& e) {
+        e.ctl.Recv();  // the reader shut down reading
+        e.SetNonBlocking(true);
+        uint64_t sent = FillUntilEagain(e, 0);
+        e.SetNonBlocking(false);
+        SetTimeout(e, SO_SNDTIMEO, 300);
+        auto chunk = Pattern(sent, 1 << 20);
+        timespec cpu0, cpu1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+        int64_t t0 = NowMs();
+        ssize_t n = e.api.send(e.fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+        int64_t waited = NowMs() - t0;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+        int64_t cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1000 + (cpu1.tv_nsec - cpu0.tv_nsec) / 1000000;
+        CHECK((n > 0 && n < static_cast<ssize_t>(chunk.size())) ||
+                  (n == -1 && errno == EAGAIN),
+              "send on a full buffer: %zd", n);
+        CHECK(waited >= 240 && waited < 1500, "returned after %lld ms",
+              static_cast<long long>(waited));
+        CHECK(cpu_ms < waited / 2, "the wait took %lld ms of CPU in %lld ms",
+              static_cast<long long>(cpu_ms), static_cast<long long>(waited));
+        if (n > 0) sent += static_cast<uint64_t>(n);
+        e.ctl.Send(static_cast<int64_t>(sent));
+        CHECK(e.api.shutdown(e.fd, SHUT_WR) == 0, "shutdown");
+      });
+}
+
 // ---- EINTR (signal(7)) -------------------------------------------------
 
 TEST_P(Conformance, SignalWithoutRestartInterruptsRecv) {
