@@ -56,7 +56,7 @@
 // EOPNOTSUPP on shared memory (the kernel call is not made, as it would
 // put urgent data in the kernel's stream); the others are in Explained().
 // OPEN differences (not documented; found with this target, reported
-// 2026-12-07, noted once on stderr when met): buffers that end past the
+// 2026-12-07, noted once on stderr when met): a buffer that ends past the
 // top of the user address space (Explained), data sent to an end that
 // shut down both ways (RunSend).
 #include <fcntl.h>
@@ -211,8 +211,11 @@ std::string g_before;
   Abort();
 }
 
-// Records the call about to run.
+// Records the call about to run (and prints it, with STREAM_CALLS_TRACE
+// set: a hang shows where it is).
 void Now(std::string call) {
+  static const bool trace = getenv("STREAM_CALLS_TRACE") != nullptr;
+  if (trace) std::fprintf(stderr, "stream_calls: %s\n", call.c_str());
   if (!g_current.empty()) g_before += "    " + g_current + "\n";
   g_current = std::move(call);
 }
@@ -331,9 +334,11 @@ void Drain(Path* p, int d) {
       got += size_t(n);
       continue;
     }
-    if (n < 0 && errno == EAGAIN && NowMs() < deadline) {
+    // Nothing yet: the rest waits in the kernel sender's queue for window.
+    // (After SHUT_RD an empty queue reads as 0, not EAGAIN.)
+    if (((n < 0 && errno == EAGAIN) || (n == 0 && dir.reader_shut)) && NowMs() < deadline) {
       pollfd pfd = {fd, POLLIN, 0};
-      a.poll(&pfd, 1, 1);
+      if (a.poll(&pfd, 1, 1) > 0 && n == 0) ::usleep(100);
       continue;
     }
     std::fprintf(stderr, "stream_calls: %s: drain: recv %zd errno %d after %zu of %zu\n",
@@ -764,14 +769,20 @@ ArrayFacts OpFacts(const Path& p, const Op& op, bool writing) {
       one.entries[0].len = std::min<uint64_t>(one.entries[0].len, 0x7ffff000);
     return Facts(p, one, writing);
   }
+  IovSpec spec = op.iov;
   if (op.call == kWritev || op.call == kReadv) {
     int iovcnt = int(uint32_t(op.iov.count));  // as Run passes it
     if (iovcnt < 0) return ArrayFacts();      // refused before the array
-    IovSpec as_int = op.iov;
-    as_int.count = uint64_t(iovcnt);
-    return Facts(p, as_int, writing);
+    spec.count = uint64_t(iovcnt);
   }
-  return Facts(p, op.iov, writing);
+  ArrayFacts f = Facts(p, spec, writing);
+  // One entry is taken as send/recv take their buffer (import_ubuf): its
+  // length capped first.
+  if (spec.count == 1 && spec.at == ArrayAt::kFits) {
+    const Buffer& b = spec.entries[0];
+    f.past_top = PastTop(Address(p, b), std::min<uint64_t>(b.len, 0x7ffff000));
+  }
+  return f;
 }
 
 bool MsgReadable(const Op& op) {
@@ -783,19 +794,21 @@ bool MsgReadable(const Op& op) {
 // only once the two answers differ (and no tolerance above covers it);
 // true when the difference is one of these.
 //  - Documented (docs/COMPATIBILITY.md, read/recvmsg row): an array whose
-//    total is above SSIZE_MAX is -1/EINVAL on vsocket.  (The x86-64 kernel
-//    says EFAULT: its access_ok refuses the entry that made the total so.)
+//    total is above SSIZE_MAX is -1/EINVAL on vsocket.  (The kernel caps
+//    the total at MAX_RW_COUNT and moves what it can.)
 //  - Documented (ancillary data is not supported on shared memory): a
 //    sendmsg with msg_control may be refused by the kernel (ENOBUFS above
 //    its option memory, EFAULT, EINVAL for control messages TCP does not
 //    take), while vsocket does not look at it.
-//  - OPEN, not documented (reported 2026-12-07 with this target): an
-//    entry (of a vector call, or read/write's buffer) that ends past the
-//    top of the user address space is -1/EFAULT from the kernel's
-//    access_ok before anything moves; vsocket has no such check, moves
-//    what it can until its copy faults, and a receive returns what is
-//    queued.  Noted once on stderr when met.  Remove this case once vsocket
-//    checks the range or COMPATIBILITY.md lists the difference.
+//  - OPEN, not documented (reported 2026-12-07 with this target): a buffer
+//    that ends past the top of the user address space is -1/EFAULT from
+//    the kernel before anything moves (access_ok: read and write ask it of
+//    their length; the vector calls of every entry when there are two or
+//    more; one entry, send and recv only of the length capped at
+//    MAX_RW_COUNT, which our areas never pass); vsocket has no such check,
+//    moves what it can until its copy faults, and a receive returns what
+//    is queued.  Noted once on stderr when met.  Remove this case once
+//    vsocket checks the range or COMPATIBILITY.md lists the difference.
 // `most`: the largest count the call could return (what it can reach).
 bool Explained(const Op& op, const ArrayFacts& f, const Result& rk, const Result& rv,
                uint64_t most) {
@@ -823,9 +836,9 @@ bool Explained(const Op& op, const ArrayFacts& f, const Result& rk, const Result
                  k, v, g_current.c_str());
   }
   Expect(rk.rc == -1 && rk.err == EFAULT,
-         "an entry past the top of user space (kernel: -1/EFAULT; -errno or count)", k, v);
+         "a buffer past the top of user space (kernel: -1/EFAULT; -errno or count)", k, v);
   Expect(rv.rc == -1 || uint64_t(rv.rc) <= most,
-         "an entry past the top of user space (shm: -1 or the accessible bytes)", k, v);
+         "a buffer past the top of user space (shm: -1 or the accessible bytes)", k, v);
   return true;
 }
 
