@@ -81,16 +81,22 @@ int64_t TimevalToNs(const void* val, socklen_t len) {
 
 // The data path pins the socket once per call (socket_table.h): no shared
 // lock, no reference count.  `t`: the socket's connected transport.
+// `checked`: the msghdr is ours and its array checked
+// (IoOptions::msghdr_checked).
 ssize_t SendMsgOn(VirtualSocket* vs, Transport* t, const struct msghdr* msg,
-                  int flags) {
-  ssize_t n = t->SendMsg(msg, flags, vs->SendOptions());
+                  int flags, bool checked = false) {
+  vsocket::IoOptions io = vs->SendOptions();
+  io.msghdr_checked = checked;
+  ssize_t n = t->SendMsg(msg, flags, io);
   if (n > 0) vs->NoteDataCall();
   return n;
 }
 
 ssize_t RecvMsgOn(VirtualSocket* vs, Transport* t, struct msghdr* msg,
-                  int flags) {
-  ssize_t n = t->RecvMsg(msg, flags, vs->RecvOptions());
+                  int flags, bool checked = false) {
+  vsocket::IoOptions io = vs->RecvOptions();
+  io.msghdr_checked = checked;
+  ssize_t n = t->RecvMsg(msg, flags, io);
   if (n > 0) vs->NoteDataCall();
   return n;
 }
@@ -109,7 +115,7 @@ ssize_t SendBuffer(VirtualSocket* vs, Transport* t, const void* buf,
   struct msghdr msg = {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  return SendMsgOn(vs, t, &msg, flags);
+  return SendMsgOn(vs, t, &msg, flags, /*checked=*/true);
 }
 
 ssize_t RecvBuffer(VirtualSocket* vs, Transport* t, void* buf, size_t len,
@@ -119,7 +125,7 @@ ssize_t RecvBuffer(VirtualSocket* vs, Transport* t, void* buf, size_t len,
   struct msghdr msg = {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  return RecvMsgOn(vs, t, &msg, flags);
+  return RecvMsgOn(vs, t, &msg, flags, /*checked=*/true);
 }
 
 // The connected transport of a pinned socket, or nullptr: not ours, or not
@@ -456,7 +462,7 @@ ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {
     return -1;
   }
   if (total == 0) return 0;
-  return RecvMsgOn(vs.get(), t, &msg, 0);
+  return RecvMsgOn(vs.get(), t, &msg, 0, /*checked=*/true);
 }
 
 ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
@@ -478,7 +484,7 @@ ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
     return -1;
   }
   if (total == 0) return 0;
-  return SendMsgOn(vs.get(), t, &msg, 0);
+  return SendMsgOn(vs.get(), t, &msg, 0, /*checked=*/true);
 }
 
 int vsocket_shutdown(int fd, int how) {

@@ -142,6 +142,15 @@ ssize_t Fail(int err);
 // supported: docs/COMPATIBILITY.md).  0 when the call may go on, else the
 // errno.  `*total` = the array's length.
 int CheckIovArray(const struct msghdr* msg, bool sending, uint64_t* total);
+// The bytes a checked array holds (IoOptions::msghdr_checked: vsocket's own
+// msghdr, whose array it built or checked).  The common case, one entry,
+// reads no more than that.
+inline uint64_t IovTotal(const struct msghdr* msg) {
+  if (msg->msg_iovlen == 1) [[likely]] return msg->msg_iov[0].iov_len;
+  uint64_t total = 0;
+  for (size_t i = 0; i < msg->msg_iovlen; ++i) total += msg->msg_iov[i].iov_len;
+  return total;
+}
 // sendmsg with MSG_FASTOPEN on a connected socket, after CheckIovArray:
 // the errno kernel TCP (tcp_sendmsg_fastopen, its client bit set, the
 // default) answers with, nothing sent: EINVAL for a msg_name of one byte,
@@ -222,8 +231,11 @@ ssize_t StreamSendMsg(Steps& concrete, const struct msghdr* msg, int flags,
   // SO_OOBINLINE reads.  Refuse, as for sockets without urgent data.
   if (flags & MSG_OOB) return stream_io_internal::Fail(EOPNOTSUPP);
   uint64_t total;
-  if (int err = stream_io_internal::CheckIovArray(msg, /*sending=*/true, &total)) [[unlikely]]
+  if (io.msghdr_checked) {
+    total = stream_io_internal::IovTotal(msg);
+  } else if (int err = stream_io_internal::CheckIovArray(msg, /*sending=*/true, &total)) {
     return stream_io_internal::Fail(err);
+  }
   if (flags & MSG_FASTOPEN) [[unlikely]]
     return stream_io_internal::Fail(stream_io_internal::FastOpenError(msg));
   const struct iovec* iov = msg->msg_iov;
@@ -274,8 +286,11 @@ ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
   static_assert(std::is_base_of_v<StreamSteps, Steps>);
   StreamSteps& steps = concrete;  // devirtualised when Steps is final
   uint64_t total;
-  if (int err = stream_io_internal::CheckIovArray(msg, /*sending=*/false, &total)) [[unlikely]]
+  if (io.msghdr_checked) {
+    total = stream_io_internal::IovTotal(msg);
+  } else if (int err = stream_io_internal::CheckIovArray(msg, /*sending=*/false, &total)) {
     return stream_io_internal::Fail(err);
+  }
   // Kernel TCP looks at the error queue first: nothing is ever queued
   // there (no zero-copy completions, no timestamps), so EAGAIN, blocking
   // or not, and the stream is not touched.
@@ -376,7 +391,7 @@ ssize_t StreamRecvMsg(Steps& concrete, struct msghdr* msg, int flags,
   // A connected stream socket reports no source address, no ancillary
   // data and no flags (checked against kernel TCP: msg_namelen becomes 0
   // only when msg_name is set, and nothing changes on failure).
-  if (!stream_io_internal::SetReceivedFields(msg, flags)) [[unlikely]]
+  if (!io.msghdr_checked && !stream_io_internal::SetReceivedFields(msg, flags)) [[unlikely]]
     return stream_io_internal::Fail(EFAULT);
   return r;
 }

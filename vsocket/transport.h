@@ -64,6 +64,12 @@ struct IoOptions {
   // blocking receive waits for min(recv_lowat, length) bytes, as kernel
   // TCP does (vsocket/stream_io.h).
   uint32_t recv_lowat = 1;
+  // The msghdr is vsocket's own and its iovec array checked already
+  // (send, recv, read, write and their relatives build one around the
+  // program's buffer, whose length they capped; readv and writev check the
+  // program's array first): the stream rules skip CheckIovArray and
+  // SetReceivedFields.  The ring copy still guards the buffers.
+  bool msghdr_checked = false;
 };
 
 class Transport {
