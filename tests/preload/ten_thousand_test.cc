@@ -60,7 +60,13 @@ TEST(TenThousand, BothPreloadedEveryConnectionWorksUnderOneGiB) {
   } else {
     EXPECT_GE(c.shm_connections, 1000) << o.client.err;
     EXPECT_EQ(c.shm_connections + c.tcp_connections, kConnections) << o.client.err;
-    EXPECT_EQ(c.tcp_connections, c.Reason("fd_limit")) << o.client.err;
+    // Past the budget: fd_limit.  A client port is picked at random (32
+    // tries, docs/PROTOCOL.md, client step 4); with ten thousand of them
+    // bound, a rare connection finds none free (local_ports_busy; seen
+    // once, in CI's sanitizer run): it works on TCP as well.
+    EXPECT_EQ(c.tcp_connections, c.Reason("fd_limit") + c.Reason("local_ports_busy"))
+        << o.client.err;
+    EXPECT_LE(c.Reason("local_ports_busy"), 8) << o.client.err;
   }
   std::printf("client: %lld on shm, %lld on tcp (fd_limit %lld)\n",
               static_cast<long long>(c.shm_connections),
