@@ -34,6 +34,15 @@ uint32_t ReadyMask(uint32_t registered, uint32_t poll_events) {
   return ready & registered & kUserSpaceEvents;
 }
 
+// Closes the gaps left by events whose masks were cleared; returns how
+// many remain.
+int DropEmptyEvents(struct epoll_event* out, int count) {
+  int kept = 0;
+  for (int j = 0; j < count; ++j)
+    if (out[j].events != 0) out[kept++] = out[j];
+  return kept;
+}
+
 }  // namespace
 
 EpollUserSet* EpollUserSet::For(int epfd) {
@@ -217,11 +226,7 @@ int EpollUserSet::DropInBelowMark(struct epoll_event* out, int count) {
     out[j].events &= ~kIn;
     emptied |= out[j].events == 0;
   }
-  if (!emptied) return count;
-  int kept = 0;
-  for (int j = 0; j < count; ++j)
-    if (out[j].events != 0) out[kept++] = out[j];
-  return kept;
+  return emptied ? DropEmptyEvents(out, count) : count;
 }
 
 void EpollUserSet::EndCall() {
@@ -311,11 +316,7 @@ int EpollUserSet::DropKernelInWithoutData(struct epoll_event* out, int count) {
       emptied |= out[j].events == 0;
     }
   }
-  if (!emptied) return count;
-  int kept = 0;
-  for (int j = 0; j < count; ++j)
-    if (out[j].events != 0) out[kept++] = out[j];
-  return kept;
+  return emptied ? DropEmptyEvents(out, count) : count;
 }
 
 void EpollUserSet::BeforeKernelSleep(KernelSleepers* sleep) {
