@@ -142,11 +142,15 @@ bool ShmTransport::RetireHere(FallbackReason reason) {
   // the files of their first pass.  A sleeper that finds TCP not yet
   // readable sleeps on, on the old socket; OnLivenessEvent rings it again
   // when TCP becomes readable.
-  doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
   // The TCP socket stays ours (tcp_fd_, closed by Release); the successor
-  // names it by the user's number, which the socket layer owns.
+  // names it by the user's number, which the socket layer owns.  It is
+  // published before the doorbell lets go of the number: user_fd() reads
+  // the doorbell until there is a successor, and another thread (accept()
+  // registering this server end) may read it at any time: it must never
+  // see -1 (tests/preload/spawn_race_test.cc).
   Retire(TcpTransport::AfterSwap(
       swap.user, reason, side_->pending_error.exchange(0, std::memory_order_relaxed)));
+  doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
   return true;
 }
 

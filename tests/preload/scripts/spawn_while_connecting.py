@@ -25,12 +25,19 @@ fails = 0; slow = 0
 for i in range(rounds):
     l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()
     acc = []
-    th = threading.Thread(target=lambda: acc.append(l.accept()[0])); th.start()
+    def accept_one():
+        try:
+            acc.append(l.accept()[0])
+        except Exception as e:
+            acc.append(e)
+    th = threading.Thread(target=accept_one); th.start()
     t0 = time.monotonic()
     try:
         c = socket.create_connection(l.getsockname(), timeout=10)
         th.join()
         s = acc[0]
+        if isinstance(s, Exception):
+            raise RuntimeError("accept: " + repr(s))
         c.sendall(b'ping'); assert s.recv(4) == b'ping'
         s.sendall(b'pong'); assert c.recv(4) == b'pong'
         c.close(); s.close()
