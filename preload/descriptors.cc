@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "preload/epoll_deferred_mod.h"
+#include "preload/epoll_set.h"
 #include "preload/epoll_tracking.h"
 #include "preload/move_to_tcp.h"
 #include "preload/real_calls.h"
@@ -208,7 +208,7 @@ int Duplicate(DupOp op, int oldfd, int target, int flags) {
       BeforeNumberLost(target, vs_new.get());
       // Before the number names the new object: changes the busy poll
       // deferred reach the registrations the kernel keeps (see close()).
-      ApplyDeferredMods(target);
+      EpollSet::ApplyPendingOf(target);
     }
     result = RealDup(op, oldfd, target, flags);
     if (result >= 0) {
@@ -238,7 +238,7 @@ int CloseDescriptor(int fd) {
     // A DEL the program made before closing reaches the kernel, which
     // would otherwise keep reporting the object while a dup holds it; an
     // ADD or MOD made before closing is the one the kernel keeps then.
-    ApplyDeferredMods(fd);
+    EpollSet::ApplyPendingOf(fd);
     if (vs) {
       EpollRegistrationsAfterNumberLost(fd, vs);
       RemoveAlias(fd, vs.get());
@@ -256,7 +256,7 @@ void ForgetDescriptor(int fd) {
     vs = LookupSocket(fd);
     if (vs) {
       BeforeNumberLost(fd, vs.get());
-      ApplyDeferredMods(fd);  // as close() does: the number still names it
+      EpollSet::ApplyPendingOf(fd);  // as close() does: the number still names it
       dropped = AfterNumberLost(fd, vs);
     }
   }

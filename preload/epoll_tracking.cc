@@ -12,8 +12,6 @@
 
 #include <pthread.h>
 
-#include "preload/epoll_deferred_mod.h"
-#include "preload/epoll_user_set.h"
 #include "preload/real_calls.h"
 #include "vsocket/descriptor_swap.h"
 
@@ -23,7 +21,7 @@ namespace {
 // A registration of a closed number whose open file lives on under
 // another number (KeepRegistrationsOfClosedNumber).
 struct Kept {
-  int key;  // its descriptor in the user-space sets
+  int key;  // its descriptor in the sets
   int epfd;
   struct epoll_event event;
   std::weak_ptr<VirtualSocket> socket;
@@ -57,7 +55,7 @@ void RemoveKept(Pred drop) {
   auto& kept = T().kept;
   auto end = std::remove_if(kept.begin(), kept.end(), [&](const Kept& k) {
     if (!drop(k)) return false;
-    EpollUserSet::NoteChange(k.epfd, k.key, EpollUserSet::Change::kRemove, nullptr);
+    EpollSet::NoteChange(k.epfd, k.key, EpollSet::Change::kRemove, nullptr);
     return true;
   });
   if (end == kept.end()) return;
@@ -65,11 +63,11 @@ void RemoveKept(Pred drop) {
   Changed();
 }
 
-// The user-space halves of the sets hear of each change under T().mutex,
-// so that a set's rebuild (which reads T() under it) never misses one.
+// The sets hear of each change under T().mutex, so that a set's rebuild
+// (which reads T() under it) never misses one.
 void TellSets(const std::vector<EpollRegistration>& regs, int fd) {
   for (const auto& r : regs)
-    EpollUserSet::NoteChange(r.epfd, fd, EpollUserSet::Change::kRemove, nullptr);
+    EpollSet::NoteChange(r.epfd, fd, EpollSet::Change::kRemove, nullptr);
 }
 
 }  // namespace
@@ -86,8 +84,7 @@ void InitEpollTracking() {
   SetDescriptorSwapHook(MoveRegistrationsAroundSwap);
   ::vsocket::sys::AtFork([] { T().mutex.lock(); }, [] { T().mutex.unlock(); },
                  [] { new (&T().mutex) std::mutex(); });
-  ::vsocket::sys::AtFork(nullptr, nullptr, ReplaceEpollUserSetsInChild);
-  InitEpollDeferredMods();
+  EpollSet::InstallForkHandlers();
 }
 
 void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
@@ -97,17 +94,17 @@ void NoteEpollCtl(int epfd, int op, int fd, const struct epoll_event* event) {
   while (it != regs.end() && it->epfd != epfd) ++it;
   if (op == EPOLL_CTL_DEL) {
     if (it != regs.end()) regs.erase(it);
-    EpollUserSet::NoteChange(epfd, fd, EpollUserSet::Change::kRemove, nullptr);
+    EpollSet::NoteChange(epfd, fd, EpollSet::Change::kRemove, nullptr);
   } else if (event) {
     if (it != regs.end()) {
       it->event = *event;
     } else if (op == EPOLL_CTL_ADD) {
       regs.push_back({epfd, *event});
     }
-    EpollUserSet::NoteChange(epfd, fd,
-                             op == EPOLL_CTL_MOD ? EpollUserSet::Change::kModify
-                                                 : EpollUserSet::Change::kAdd,
-                             event);
+    EpollSet::NoteChange(epfd, fd,
+                         op == EPOLL_CTL_MOD ? EpollSet::Change::kModify
+                                             : EpollSet::Change::kAdd,
+                         event);
   }
   if (regs.empty()) T().by_fd.erase(fd);
   Changed();
@@ -126,7 +123,7 @@ bool TrackedRegistration(int epfd, int fd, struct epoll_event* event) {
 }
 
 std::vector<EpollRegistration> DetachEpollRegistrations(int fd) {
-  ApplyDeferredMods(fd);  // the kernel's registrations are the tracked ones
+  EpollSet::ApplyPendingOf(fd);  // the kernel's registrations are the tracked ones
   if (g_count.load(std::memory_order_relaxed) == 0) return {};
   std::vector<EpollRegistration> regs;
   {
@@ -162,10 +159,9 @@ void RestoreEpollRegistrations(int fd,
 }
 
 void ForgetEpollSetRegistrations(int epfd) {
-  ForgetDeferredModsOfSet(epfd);
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(T().mutex);
-  EpollUserSet::NoteReset(epfd);
+  EpollSet::NoteReset(epfd);
   for (auto it = T().by_fd.begin(); it != T().by_fd.end();) {
     auto& regs = it->second;
     regs.erase(std::remove_if(regs.begin(), regs.end(),
@@ -181,7 +177,7 @@ void ForgetEpollSetRegistrations(int epfd) {
 
 void KeepRegistrationsOfClosedNumber(int fd,
                                      const std::shared_ptr<VirtualSocket>& socket) {
-  DropDeferredMods(fd);  // applied by the caller, or lost with the number
+  EpollSet::DropPendingOf(fd);  // applied by the caller, or lost with the number
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(T().mutex);
   auto it = T().by_fd.find(fd);
@@ -191,7 +187,7 @@ void KeepRegistrationsOfClosedNumber(int fd,
     int key = t.next_key;
     t.next_key = key == INT_MIN ? -2 : key - 1;
     t.kept.push_back({key, r.epfd, r.event, socket, socket.get()});
-    EpollUserSet::NoteKept(r.epfd, fd, key, r.event, socket);
+    EpollSet::NoteKept(r.epfd, fd, key, r.event, socket);
   }
   T().by_fd.erase(it);
   Changed();
@@ -206,7 +202,7 @@ void ForgetKeptRegistrations(const VirtualSocket* socket) {
 }
 
 void ForgetEpollRegistrations(int fd) {
-  DropDeferredMods(fd);
+  EpollSet::DropPendingOf(fd);
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(T().mutex);
   auto it = T().by_fd.find(fd);
@@ -216,12 +212,8 @@ void ForgetEpollRegistrations(int fd) {
   Changed();
 }
 
-}  // namespace vsocket::preload
-
-namespace vsocket::preload {
-
-std::vector<FdRegistration> RegistrationsIn(int epfd) {
-  std::vector<FdRegistration> found;
+std::vector<EpollSet::Registration> RegistrationsIn(int epfd) {
+  std::vector<EpollSet::Registration> found;
   if (g_count.load(std::memory_order_relaxed) == 0) return found;
   std::lock_guard<std::mutex> lock(T().mutex);
   for (const auto& [fd, regs] : T().by_fd) {

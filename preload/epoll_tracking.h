@@ -1,4 +1,5 @@
-// The epoll registrations of every virtual socket, so that they can follow
+// The per-descriptor index of epoll registrations: which sets each virtual
+// socket is registered in, and with what, so that they can follow
 // a descriptor number when the kernel object behind it changes:
 //  - a successful connect() to a local vsocket listener puts the
 //    shared-memory wait socket at the application's number (dup3 over the
@@ -10,7 +11,9 @@
 // Around either change the registrations are removed and added again, with
 // the same events and data, on whatever the number names afterwards.
 // Registrations in a set whose epoll descriptor is closed are forgotten
-// (closing it with close_range or dup2 over it is not seen).
+// (closing it with close_range or dup2 over it is not seen).  Each change
+// is reported to its set (epoll_set.h) under this index's lock, so that a
+// set's rebuild from RegistrationsIn never misses one.
 //
 // Thread safety: all functions may be called concurrently.
 #ifndef VSOCKET_PRELOAD_EPOLL_TRACKING_H_
@@ -22,14 +25,17 @@
 #include <memory>
 #include <vector>
 
+#include "preload/epoll_set.h"
+
 namespace vsocket {
 class VirtualSocket;
 }  // namespace vsocket
 
 namespace vsocket::preload {
 
-// Once, from InitDescriptors() (fork handlers: this lock is taken after the
-// descriptor lock).
+// Once, from InitDescriptors(): the fork handlers of this index, then the
+// sets' (EpollSet::InstallForkHandlers).  This lock is taken after the
+// descriptor lock and after the sets' kernel locks.
 void InitEpollTracking();
 
 struct EpollRegistration {
@@ -58,24 +64,17 @@ void ForgetEpollRegistrations(int fd);
 // on: they are still reported, with their data, until the file's last
 // number is closed or their set is, and can no longer be changed (epoll(7)).
 // They are kept here, following the socket rather than the number, under
-// a key of their own (a negative number, unique) that the user-space sets
-// use as their descriptor.  REQUIRES: fd's changes deferred by the busy
-// poll were applied first (ApplyDeferredMods), while fd still named it.
+// a key of their own (a negative number, unique) that the sets use as
+// their descriptor.  REQUIRES: fd's changes deferred by the busy poll were
+// applied first (EpollSet::ApplyPendingOf), while fd still named it.
 void KeepRegistrationsOfClosedNumber(int fd,
                                      const std::shared_ptr<VirtualSocket>& socket);
 // The last number of `socket` is being closed: the registrations kept for
 // its closed numbers go, as the kernel's go with the file.
 void ForgetKeptRegistrations(const VirtualSocket* socket);
 
-// The tracked registrations in set `epfd`, in no particular order.  Each
-// change is also queued to the set's user-space half (epoll_user_set.h),
-// under the same lock.
-struct FdRegistration {
-  int fd;  // a kept registration's key (KeepRegistrationsOfClosedNumber)
-  struct epoll_event event;
-  std::weak_ptr<VirtualSocket> socket;  // set for kept registrations only
-};
-std::vector<FdRegistration> RegistrationsIn(int epfd);
+// The tracked registrations in set `epfd`, in no particular order.
+std::vector<EpollSet::Registration> RegistrationsIn(int epfd);
 
 // The descriptor `fd`, not a virtual socket, is being closed: if it was an
 // epoll set, forget the registrations made in it.  One atomic load when no

@@ -13,7 +13,7 @@
 
 #include "fifo_bridge/shm_provider.h"
 #include "preload/descriptors.h"
-#include "preload/epoll_deferred_mod.h"
+#include "preload/epoll_set.h"
 #include "preload/exec_handover.h"
 #include "preload/move_to_tcp.h"
 #include "preload/preload_internal.h"
@@ -154,7 +154,7 @@ void ExecExport::Prepare(char* const* envp) {
   if (!shared_memory) {
     LiveStatsBeforeExec();
     // The new image's epoll sets are the kernel's alone.
-    ApplyAllDeferredMods();
+    EpollSet::ApplyAllPending();
   }
   if (shared_memory || !PreloadsVsocket(envp)) {
     // No allocation here: this may be a vfork child.

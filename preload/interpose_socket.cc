@@ -8,7 +8,7 @@
 
 #include "preload/descriptors.h"
 #include "preload/move_to_tcp.h"
-#include "preload/epoll_spin.h"
+#include "preload/epoll_set.h"
 #include "preload/epoll_tracking.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
@@ -75,7 +75,7 @@ VSP_EXPORT int connect(int fd, const struct sockaddr* addr, socklen_t len) {
     vsocket::preload::RestoreEpollRegistrations(fd, regs);
     errno = saved;
     if (rc == 0) {
-      for (const auto& r : regs) vsocket::preload::NoteFastPathInEpollSet(r.epfd, fd);
+      for (const auto& r : regs) vsocket::preload::EpollSet::NoteFastPath(r.epfd, fd);
     }
   }
   return rc;
@@ -88,7 +88,7 @@ VSP_EXPORT int shutdown(int fd, int how) __THROW {
 
 VSP_EXPORT int close(int fd) {
   if (!Ours(fd)) {
-    vsocket::preload::ForgetEpollSet(fd);
+    vsocket::preload::EpollSet::Closed(fd);
     vsocket::preload::ForgetEpollSetRegistrations(fd);
     return sys::close(fd);
   }

@@ -14,10 +14,12 @@
 //    Sets without virtual sockets only pay a scan of the returned entries up
 //    to the highest descriptor that ever was a virtual socket, and nothing at
 //    all while the process has never had one.
-//  - epoll_ctl remembers the registrations of sockets that are not connected
-//    yet (epoll_tracking.h).
+//  - epoll_ctl records the registrations of virtual sockets in the index
+//    (epoll_tracking.h), and defers changes of watched connections in sets
+//    that busy-poll (epoll_set.h).
 //  - epoll_wait, epoll_pwait and epoll_pwait2 busy-poll sets that hold a
-//    shared-memory connection before sleeping (epoll_spin.h).  Their events
+//    connection with user-space readiness before sleeping
+//    (epoll_wait_loop.h).  Their events
 //    carry the program's data, not descriptors, so a stale wake-up can show
 //    there; an epoll program reading a non-blocking socket just gets EAGAIN.
 #include <errno.h>
@@ -30,9 +32,9 @@
 #include <cstdint>
 
 #include "preload/descriptors.h"
-#include "preload/epoll_deferred_mod.h"
-#include "preload/epoll_spin.h"
+#include "preload/epoll_set.h"
 #include "preload/epoll_tracking.h"
+#include "preload/epoll_wait_loop.h"
 #include "preload/preload_internal.h"
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
@@ -487,22 +489,27 @@ VSP_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds,
 
 VSP_EXPORT int epoll_ctl(int epfd, int op, int fd,
                          struct epoll_event* event) __THROW {
+  using vsocket::preload::EpollSet;
   if (!Ours(fd)) {
-    // A set put into another one stops deferring (epoll_deferred_mod.h).
-    if (op == EPOLL_CTL_ADD) vsocket::preload::NoteAddedToEpollSet(fd);
+    // A set put into another one stops deferring.
+    if (op == EPOLL_CTL_ADD) EpollSet::NoteAddedToEpollSet(fd);
     return real::epoll_ctl(epfd, op, fd, event);
   }
-  if (vsocket::preload::DeferEpollCtl(epfd, op, fd, event)) {
-    vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
-    return 0;
+  EpollSet* set = EpollSet::MayDefer(epfd, op, event);
+  if (set) {
+    struct epoll_event registered{};
+    bool has = vsocket::preload::TrackedRegistration(epfd, fd, &registered);
+    if (set->Defer(op, fd, event, has ? &registered : nullptr)) {
+      vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
+      return 0;
+    }
   }
   // Made now, after what is still pending for it.
-  vsocket::preload::ApplyDeferredMod(epfd, fd);
+  if (EpollSet* existing = EpollSet::Find(epfd)) existing->ApplyPending(fd);
   int rc = real::epoll_ctl(epfd, op, fd, event);
   if (rc == 0) {
     vsocket::preload::NoteEpollCtl(epfd, op, fd, event);
-    if (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD)
-      vsocket::preload::NoteFastPathInEpollSet(epfd, fd);
+    if (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) EpollSet::NoteFastPath(epfd, fd);
   }
   return rc;
 }
@@ -517,9 +524,9 @@ int MsFromNs(int64_t ns) {
   return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
 }
 
-// Each applies the set's deferred MODs first (epoll_deferred_mod.h).
-// The kernel's sleep for one of them, after KernelEpollEntry: EINTR instead
-// when a handler ran during the call so far (epoll_spin.h, EpollSleep).
+// Each applies the set's deferred changes first (KernelEpollEntry,
+// epoll_set.h), then sleeps in the kernel: EINTR instead when a handler
+// ran during the call so far (epoll_wait_loop.h, EpollSleep).
 bool SignalledBeforeSleep(const vsocket::SignalRestartWindow* call) {
   if (!call || !call->AnyDelivery()) return false;
   errno = EINTR;

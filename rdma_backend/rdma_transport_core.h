@@ -64,7 +64,7 @@ struct RdmaTransport::Core : public ProgressWatcher,
   // (no progress-thread wake-up per message), and the user descriptor,
   // once raised, is not lowered until the hold ends (no token datagram and
   // drain per message; the interposed epoll takes its EPOLLIN from the
-  // poller's look, preload/epoll_user_set.h).  The hold ends when
+  // poller's look, preload/epoll_set.h).  The hold ends when
   // the poller drops it (before any kernel wait vsocket sees), when a
   // thread is about to sleep in the kernel on the descriptor
   // (`kernel_sleepers`), or when the progress thread's check finds no

@@ -5,7 +5,7 @@
 // kernel calls BeforeKernelWait() (vsocket/kernel_wait.h), which gives all
 // of this process's holds back through DropAllUserSpaceHolds().
 //
-// A poller (preload/epoll_user_set.h, preload/poll_user_space.h) calls
+// A poller (preload/epoll_set.h, vsocket/poll_user_space.h) calls
 // NoteUserSpaceHold for each connection it holds, on every look: a
 // connection already listed since the last drop costs one relaxed load.
 // The list keeps weak references, so a held connection that the

@@ -1,5 +1,5 @@
 // Registration changes on busy-polled epoll sets, which vsocket hands to
-// the kernel lazily (preload/epoll_deferred_mod.h), each compared with the
+// the kernel lazily (preload/epoll_set.h), each compared with the
 // kernel's behaviour for TCP (progs/epoll_changes.c).
 #include "program_test.h"
 

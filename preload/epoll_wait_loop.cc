@@ -1,4 +1,4 @@
-#include "preload/epoll_spin.h"
+#include "preload/epoll_wait_loop.h"
 
 #include <errno.h>
 
@@ -7,9 +7,8 @@
 #include <mutex>
 #include <vector>
 
-#include "preload/epoll_deferred_mod.h"
-#include "preload/epoll_user_set.h"
-#include "preload/preload_internal.h"
+#include "preload/epoll_set.h"
+#include "preload/epoll_tracking.h"
 #include "preload/real_calls.h"
 #include "vsocket/config.h"
 #include "vsocket/kernel_wait.h"
@@ -20,41 +19,6 @@
 #include "vsocket/wait.h"
 
 namespace vsocket::preload {
-namespace {
-
-constexpr int kWords = kMaxTrackedEpollFd / 64;
-std::atomic<uint64_t> g_marked[kWords];
-// Lets close() skip the bitmap while no set was ever marked.
-std::atomic<bool> g_any_marked{false};
-
-bool Marked(int epfd) {
-  if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return false;
-  return g_marked[epfd / 64].load(std::memory_order_relaxed) &
-         (uint64_t{1} << (epfd % 64));
-}
-
-}  // namespace
-
-void NoteFastPathInEpollSet(int epfd, int fd) {
-  if (epfd < 0 || epfd >= kMaxTrackedEpollFd) return;
-  if (GetConfig().spin_us == 0 || Marked(epfd)) return;
-  auto vs = LookupSocket(fd);
-  if (!vs || !WatchableTransport(*vs, fd)) return;
-  g_marked[epfd / 64].fetch_or(uint64_t{1} << (epfd % 64),
-                               std::memory_order_relaxed);
-  g_any_marked.store(true, std::memory_order_relaxed);
-}
-
-bool FastPathEpollSet(int epfd) {
-  return Marked(epfd) && GetConfig().spin_us != 0;
-}
-
-void ForgetEpollSet(int fd) {
-  if (!g_any_marked.load(std::memory_order_relaxed) || !Marked(fd)) return;
-  g_marked[fd / 64].fetch_and(~(uint64_t{1} << (fd % 64)),
-                              std::memory_order_relaxed);
-}
-
 namespace {
 
 // The sleep after a spin: EINTR if a handler ran during the spin, else
@@ -72,8 +36,8 @@ int SleepUnlessSignalled(const SignalRestartWindow& signals, int epfd,
   return sleep(epfd, events, maxevents, timeout_ns, held.sleep_mask(), nullptr);
 }
 
-// The kernel-only busy-poll, for marked sets whose connections user space
-// cannot watch this call (RDMA, a set another thread is polling): non-
+// The kernel-only busy-poll, for busy-polled sets whose connections user
+// space cannot watch this call (a set another thread is polling): non-
 // sleeping epoll_pwait calls for up to the budget, then the caller's sleep.
 int KernelSpinWait(int epfd, struct epoll_event* events, int maxevents,
                    int64_t timeout_ns, const sigset_t* sigmask,
@@ -154,8 +118,9 @@ int SpinOnce(int epfd, struct epoll_event* events, int maxevents,
              int64_t timeout_ns, const sigset_t* sigmask, EpollSleep sleep,
              const SignalRestartWindow& signals, int64_t* rest_ns) {
   BeforeWait();
-  if (!Marked(epfd) || maxevents <= 0 || GetConfig().spin_us == 0) {
-    // Unmarked sets, and arguments the kernel is to reject, as they are.
+  EpollSet* set = EpollSet::Find(epfd);
+  if (!set || !set->fast_path() || maxevents <= 0) {
+    // Sets that do not busy-poll, and arguments the kernel is to reject, as they are.
     if (timeout_ns != 0) BeforeKernelWait();
     // A handler run during vsocket's own steps (a thread's first sleep
     // allocates: hundreds of microseconds) is the call's EINTR; what is
@@ -163,8 +128,7 @@ int SpinOnce(int epfd, struct epoll_event* events, int maxevents,
     return sleep(epfd, events, maxevents, timeout_ns, sigmask,
                  timeout_ns != 0 ? &signals : nullptr);
   }
-  EpollUserSet* set = EpollUserSet::For(epfd);
-  std::unique_lock<std::mutex> lock(set->mutex(), std::try_to_lock);
+  std::unique_lock<std::mutex> lock(set->wait_mutex(), std::try_to_lock);
   if (!lock.owns_lock()) {
     return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask, nullptr)
                            : KernelSpinWait(epfd, events, maxevents,
@@ -172,7 +136,7 @@ int SpinOnce(int epfd, struct epoll_event* events, int maxevents,
   }
   // Ends the call's use of the set (its references, then the lock) once.
   struct CallEnd {
-    EpollUserSet* set;
+    EpollSet* set;
     std::unique_lock<std::mutex>* lock;
     void operator()() {
       if (!lock->owns_lock()) return;
@@ -181,7 +145,8 @@ int SpinOnce(int epfd, struct epoll_event* events, int maxevents,
     }
     ~CallEnd() { (*this)(); }
   } end_call{set, &lock};
-  if (set->BeginCall(epfd) == 0) {
+  if (set->TakeRebuild()) set->Rebuild(RegistrationsIn(epfd));
+  if (set->BeginCall() == 0) {
     end_call();
     return timeout_ns == 0 ? sleep(epfd, events, maxevents, 0, sigmask, nullptr)
                            : KernelSpinWait(epfd, events, maxevents,
@@ -249,7 +214,7 @@ int SpinOnce(int epfd, struct epoll_event* events, int maxevents,
     // SO_RCVLOWAT: the kernel reports a connection readable at its first
     // byte (the doorbell); below the mark that is no event.  If nothing
     // else was, the call goes on for the rest of its timeout.
-    std::unique_lock<std::mutex> relock(set->mutex(), std::try_to_lock);
+    std::unique_lock<std::mutex> relock(set->wait_mutex(), std::try_to_lock);
     if (relock.owns_lock()) ready = set->DropInBelowMark(events, ready);
     if (ready == 0) {
       int64_t rest = timeout_ns < 0 ? -1 : timeout_ns - (MonotonicNs() - start);
