@@ -1,6 +1,6 @@
 // ShmTransport's half of handing a connection to a new program image across
 // exec (the interposer's half, which chooses the connections, clears
-// FD_CLOEXEC and passes VSOCKET_INHERITED, is preload/exec_handover.cc).
+// FD_CLOEXEC and passes VSOCKET_INHERITED, is preload/exec_export.cc).
 //
 // What survives exec and what does not:
 //  - descriptors without FD_CLOEXEC survive: the wait socket (the user's),

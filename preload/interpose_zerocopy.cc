@@ -1,10 +1,12 @@
 // sendfile, sendfile64, splice.
 //
-// A kernel-TCP connection's descriptor is the TCP socket itself, so these go
-// to the kernel unchanged (zero copy).  A shared-memory connection's
-// descriptor is its wait socket (an RDMA connection's, its readiness
-// socket), which the kernel cannot splice into the rings: the data goes through a bounce buffer instead, with the kernel's
-// argument checks and error numbers (EINVAL, ESPIPE) kept.
+// A connection whose transport streams through its descriptor
+// (kCapKernelStream: kernel TCP) goes to the kernel unchanged (zero copy).
+// Any other connection's descriptor only signals readiness (a wait socket
+// or readiness socket) and its bytes live in the transport's memory, which
+// the kernel cannot splice: the data goes through a bounce buffer instead,
+// with the kernel's argument checks and error numbers (EINVAL, ESPIPE)
+// kept.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -35,10 +37,10 @@ namespace {
 constexpr size_t kBounceBytes = 64 * 1024;
 constexpr size_t kMaxRwCount = 0x7ffff000;  // the kernel's MAX_RW_COUNT
 
-enum class Path { kPlain, kTcp, kShm };
+enum class Path { kPlain, kTcp, kUserStream };
 
-// kShm: a connected virtual socket whose data is not on its descriptor
-// (shared memory, RDMA: any transport without kCapKernelStream).  kTcp: a
+// kUserStream: a connected virtual socket whose data is not on its
+// descriptor (any transport without kCapKernelStream).  kTcp: a
 // connected one on kernel TCP (the descriptor is the TCP socket).  kPlain:
 // anything else, which the kernel handles (and rejects) itself.
 Path PathOf(int fd) {
@@ -49,7 +51,7 @@ Path PathOf(int fd) {
   vsocket::Transport* t = vs->TransportFinishingConnect(fd);
   if (!t) return Path::kPlain;
   // Any other transport's descriptor is a readiness socket: bounce.
-  return (t->capabilities() & vsocket::kCapKernelStream) ? Path::kTcp : Path::kShm;
+  return (t->capabilities() & vsocket::kCapKernelStream) ? Path::kTcp : Path::kUserStream;
 }
 
 bool IsPipe(int fd) {
@@ -109,7 +111,7 @@ ssize_t SocketToPipe(int sock, int pipe_w, size_t len, bool pipe_nonblock) {
   return written;
 }
 
-// Pipe -> shared-memory socket.  tee() copies the pipe's data without
+// Pipe -> a kUserStream socket.  tee() copies the pipe's data without
 // consuming it; only what the socket accepted is then taken from the pipe.
 // `pipe_nonblock` (SPLICE_F_NONBLOCK): an empty pipe fails with EAGAIN; the
 // socket blocks unless it is O_NONBLOCK.
@@ -142,7 +144,7 @@ ssize_t PipeToSocket(int pipe_r, int sock, size_t len, bool pipe_nonblock) {
   return sent;
 }
 
-// Regular file -> shared-memory socket, from *offset (advanced) or from the
+// Regular file -> a kUserStream socket, from *offset (advanced) or from the
 // file position (advanced), as sendfile(2) does.
 ssize_t FileToSocket(int sock, int in_fd, off_t* offset, size_t count) {
   struct stat st;
@@ -202,7 +204,7 @@ ssize_t FileToSocket(int sock, int in_fd, off_t* offset, size_t count) {
 
 ssize_t Sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   Path out = PathOf(out_fd), in = PathOf(in_fd);
-  if (in == Path::kShm) {
+  if (in == Path::kUserStream) {
     // The kernel reads from a socket only into a pipe (Linux 5.12+).
     if (!IsPipe(out_fd)) {
       errno = EINVAL;
@@ -215,7 +217,7 @@ ssize_t Sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
     int fl = sys::fcntl(out_fd, F_GETFL);
     return SocketToPipe(in_fd, out_fd, count, fl >= 0 && (fl & O_NONBLOCK));
   }
-  if (out == Path::kShm) return FileToSocket(out_fd, in_fd, offset, count);
+  if (out == Path::kUserStream) return FileToSocket(out_fd, in_fd, offset, count);
   ssize_t n = real::sendfile(out_fd, in_fd, offset, count);
   CountKernelBytes(in, out, n);
   return n;
@@ -245,13 +247,13 @@ VSP_EXPORT ssize_t splice(int fd_in, off64_t* off_in, int fd_out,
   if (!Ours(fd_in) && !Ours(fd_out))
     return real::splice(fd_in, oin, fd_out, oout, len, flags);
   Path in = PathOf(fd_in), out = PathOf(fd_out);
-  if (in != Path::kShm && out != Path::kShm) {
+  if (in != Path::kUserStream && out != Path::kUserStream) {
     ssize_t n = real::splice(fd_in, oin, fd_out, oout, len, flags);
     CountKernelBytes(in, out, n);
     return n;
   }
   bool nonblock = flags & SPLICE_F_NONBLOCK;
-  if (in == Path::kShm) {
+  if (in == Path::kUserStream) {
     // socket -> pipe; the checks in the kernel's order.
     if (!IsPipe(fd_out)) {
       errno = EINVAL;

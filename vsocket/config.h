@@ -50,7 +50,7 @@ struct Config {
   // but the descriptors'); past it, kernel TCP (connection_limit).
   uint32_t max_shm_connections = 0;     // VSOCKET_MAX_SHM_CONNECTIONS
   // Threads of a process that may busy-poll in the interposed waits at
-  // once (preload/poller_slots.h); 0: half the online CPUs, at least 1.
+  // once (vsocket/poller_slots.h); 0: half the online CPUs, at least 1.
   uint32_t spin_threads = 0;            // VSOCKET_SPIN_THREADS
   // Publish the live statistics page that vsocket-stat reads
   // (vsocket/live_stats.h); false keeps the counters in private memory.

@@ -102,7 +102,7 @@ class Transport {
   virtual bool DropStaleWakeup() { return false; }
 
   // ---- User-space readiness (kCapUserSpaceReadiness; core: ----
-  // ---- vsocket/user_space_poll.h, used by the interposed waits) ----
+  // ---- vsocket/poll_user_space.h, preload/epoll_set.h) ----
   // The readiness of the connection as its own memory shows it, without a
   // system call.  `exact` false: user space cannot say (end of stream, an
   // error or a move is pending, or the transport has no such view); the
@@ -124,7 +124,7 @@ class Transport {
   // connection.  Returns true while a hold is in place (taken now or
   // earlier, by anyone): the caller must then make sure someone calls
   // DropUserSpaceHold() before anybody sleeps in the kernel on user_fd()
-  // (vsocket/user_space_poll.h keeps that list).
+  // (vsocket/user_space_holds.h keeps that list).
   virtual bool HoldForUserSpacePoll() { return false; }
   // Ends the hold, whoever took it: user_fd() is armed again and made
   // readable at once if data already waits.  Idempotent, any thread.
