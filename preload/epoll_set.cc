@@ -282,10 +282,10 @@ KernelEpollEntry::~KernelEpollEntry() {
 
 // ---- Entry changes ----
 
-void EpollSet::Queue(QueuedChange change) {
+void EpollSet::Queue(const QueuedChange& change) {
   std::lock_guard<std::mutex> lock(changes_mu_);
-  if (reset_) return;  // the rebuild will see it
-  changes_.push_back(std::move(change));
+  if (reset_.load(std::memory_order_relaxed)) return;  // the rebuild will see it
+  changes_.push_back(change);
   has_changes_.store(true, std::memory_order_release);
 }
 
@@ -299,7 +299,7 @@ void EpollSet::NoteChange(int epfd, int fd, Change change,
                                              : Queued::kRemove,
                  {}};
   if (event) q.event = *event;
-  set->Queue(std::move(q));
+  set->Queue(q);
 }
 
 void EpollSet::NoteKept(int epfd, int fd, int key, const struct epoll_event& event,
@@ -314,7 +314,7 @@ void EpollSet::NoteReset(int epfd) {
   if (!set) return;
   std::lock_guard<std::mutex> lock(set->changes_mu_);
   set->changes_.clear();
-  set->reset_ = true;
+  set->reset_.store(true, std::memory_order_relaxed);
   set->has_changes_.store(true, std::memory_order_release);
 }
 
@@ -339,13 +339,12 @@ void EpollSet::RemoveEntry(int fd) {
 }
 
 bool EpollSet::TakeRebuild() {
-  if (!has_changes_.load(std::memory_order_acquire)) return false;
+  if (!reset_.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(changes_mu_);
-  if (!reset_) return false;
   // Changes queued from now on are applied after the rebuild; one that is
   // also in its snapshot is applied twice, which is harmless.
   changes_.clear();
-  reset_ = false;
+  reset_.store(false, std::memory_order_relaxed);
   has_changes_.store(false, std::memory_order_relaxed);
   return true;
 }
@@ -363,13 +362,13 @@ void EpollSet::Rebuild(const std::vector<Registration>& registrations) {
 }
 
 void EpollSet::ApplyChanges() {
-  std::vector<QueuedChange> changes;
   {
+    // Both vectors keep their capacity: no allocation per change.
     std::lock_guard<std::mutex> lock(changes_mu_);
-    changes.swap(changes_);
+    applying_.swap(changes_);
     has_changes_.store(false, std::memory_order_relaxed);
   }
-  for (const QueuedChange& p : changes) {
+  for (const QueuedChange& p : applying_) {
     if (p.change == Queued::kModify) {
       bool found = false;
       for (Entry& e : entries_) {
@@ -405,6 +404,7 @@ void EpollSet::ApplyChanges() {
     Entry entry;
     if (MakeEntry(p.fd, p.event, &entry)) entries_.push_back(std::move(entry));
   }
+  applying_.clear();
   if (next_ >= entries_.size()) next_ = 0;
 }
 

@@ -185,7 +185,7 @@ class EpollSet {
 
   // Whether the entries must be built from every registration of the set
   // (a new set, or its descriptor was closed): if so the caller passes them
-  // to Rebuild before BeginCall.  Costs one load when nothing changed.
+  // to Rebuild before BeginCall.  One load unless a rebuild is due.
   bool TakeRebuild();
   void Rebuild(const std::vector<Registration>& registrations);
   // Applies queued changes and takes this call's references to the
@@ -272,7 +272,7 @@ class EpollSet {
   };
 
   // Queues `change` unless a rebuild is due (which will see it).
-  void Queue(QueuedChange change);
+  void Queue(const QueuedChange& change);
   // Applies the queued entry changes.
   void ApplyChanges();
   // An entry for `fd` registered with `event`, if user space can watch it.
@@ -293,6 +293,7 @@ class EpollSet {
   std::mutex wait_mutex_;
   std::vector<Entry> entries_;
   std::vector<Live> live_;  // parallel to entries_, between BeginCall/EndCall
+  std::vector<QueuedChange> applying_;  // ApplyChanges' batch
   size_t next_ = 0;         // where the next Collect starts
   std::atomic<bool> has_marks_{false};  // see has_marks()
   uint32_t calls_since_kernel_ = 0;
@@ -301,7 +302,9 @@ class EpollSet {
   // The change queue; guarded by changes_mu_.
   std::mutex changes_mu_;
   std::vector<QueuedChange> changes_;
-  bool reset_ = true;  // rebuild at the next call (new, or set closed)
+  // Rebuild at the next call (new, or set closed); written under
+  // changes_mu_, read without it by TakeRebuild.
+  std::atomic<bool> reset_{true};
   std::atomic<bool> has_changes_{true};
 
   // Deferred kernel changes and sleepers; guarded by kernel_mu_.
