@@ -16,10 +16,8 @@
 
 #include "preload/epoll_set.h"
 #include "preload/epoll_tracking.h"
-#include "preload/move_to_tcp.h"
 #include "preload/real_calls.h"
 #include "base/real_libc.h"
-#include "vsocket/config.h"
 #include "vsocket/live_stats.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/virtual_socket.h"
@@ -185,18 +183,6 @@ int Duplicate(DupOp op, int oldfd, int target, int flags) {
   // number must not be recorded there (the parent would take its own,
   // unrelated descriptor of that number for the socket).
   if (SharesParentMemory()) return RealDup(op, oldfd, target, flags);
-  // glibc's stdio reads and writes 0, 1 and 2 behind the interposer's
-  // back (and an exec'd program that uses them may not be preloaded): a
-  // connection placed there continues on kernel TCP.  dup2/dup3 name the
-  // number: move first.  dup and F_DUPFD take the lowest free number at
-  // or above theirs, which is 0, 1 or 2 only if the program closed one:
-  // move after the copy is made, before the program has it (moving on
-  // every F_DUPFD from 0, as CPython's socket.dup() makes, sent all its
-  // copied connections to TCP).
-  bool onto_number = op == DupOp::kDup2 || op == DupOp::kDup3;
-  bool stdio_on_tcp = GetConfig().stdio_on_tcp;
-  if (onto_number && target >= 0 && target <= 2 && target != oldfd && stdio_on_tcp)
-    MoveConnectionToKernelTcp(oldfd, FallbackReason::kStdioDescriptor);
   std::shared_ptr<VirtualSocket> vs_old, vs_new, dropped;
   int result;
   {
@@ -221,11 +207,6 @@ int Duplicate(DupOp op, int oldfd, int target, int flags) {
     }
   }
   Drop(&vs_new, &dropped);
-  if (!onto_number && result >= 0 && result <= 2 && vs_old && stdio_on_tcp) {
-    int saved = errno;
-    MoveConnectionToKernelTcp(result, FallbackReason::kStdioDescriptor);
-    errno = saved;
-  }
   return result;
 }
 

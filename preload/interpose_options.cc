@@ -20,10 +20,11 @@ int Fcntl(int fd, int cmd, long arg) {
   if (!Ours(fd)) return sys::fcntl(fd, cmd, arg);
   switch (cmd) {
     case F_DUPFD:
-      return vsocket::preload::Duplicate(DupOp::kDupFd, fd, static_cast<int>(arg), 0);
+      return vsocket::preload::DuplicateKeepingStdioOnTcp(
+          DupOp::kDupFd, fd, static_cast<int>(arg), 0);
     case F_DUPFD_CLOEXEC:
-      return vsocket::preload::Duplicate(DupOp::kDupFdCloexec, fd,
-                                         static_cast<int>(arg), 0);
+      return vsocket::preload::DuplicateKeepingStdioOnTcp(
+          DupOp::kDupFdCloexec, fd, static_cast<int>(arg), 0);
     default:
       // O_NONBLOCK through F_GETFL/F_SETFL; F_GETFD/F_SETFD and the rest
       // act on the descriptor itself.

@@ -139,17 +139,18 @@ VSP_EXPORT void closefrom(int lowfd) __THROW {
 
 VSP_EXPORT int dup(int fd) __THROW {
   if (!Ours(fd)) return real::dup(fd);
-  return vsocket::preload::Duplicate(vsocket::preload::DupOp::kDup, fd, 0, 0);
+  return vsocket::preload::DuplicateKeepingStdioOnTcp(vsocket::preload::DupOp::kDup,
+                                                      fd, 0, 0);
 }
 
 VSP_EXPORT int dup2(int oldfd, int newfd) __THROW {
   if (!Ours(oldfd) && !Ours(newfd)) return real::dup2(oldfd, newfd);
-  return vsocket::preload::Duplicate(vsocket::preload::DupOp::kDup2, oldfd,
-                                     newfd, 0);
+  return vsocket::preload::DuplicateKeepingStdioOnTcp(vsocket::preload::DupOp::kDup2,
+                                                      oldfd, newfd, 0);
 }
 
 VSP_EXPORT int dup3(int oldfd, int newfd, int flags) __THROW {
   if (!Ours(oldfd) && !Ours(newfd)) return sys::dup3(oldfd, newfd, flags);
-  return vsocket::preload::Duplicate(vsocket::preload::DupOp::kDup3, oldfd,
-                                     newfd, flags);
+  return vsocket::preload::DuplicateKeepingStdioOnTcp(vsocket::preload::DupOp::kDup3,
+                                                      oldfd, newfd, flags);
 }

@@ -8,6 +8,7 @@
 #include "base/real_libc.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
+#include "vsocket/config.h"
 #include "vsocket/descriptor_swap.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/transport.h"
@@ -76,6 +77,29 @@ void MoveConnectionsToKernelTcp(bool (*include)(int fd), FallbackReason reason) 
     }
   }
   errno = saved;
+}
+
+int DuplicateKeepingStdioOnTcp(DupOp op, int oldfd, int target, int flags) {
+  if (SharesParentMemory() || !GetConfig().stdio_on_tcp)
+    return Duplicate(op, oldfd, target, flags);
+  // glibc's stdio reads and writes 0, 1 and 2 behind the interposer's
+  // back (and an exec'd program that uses them may not be preloaded): a
+  // connection placed there continues on kernel TCP.  dup2/dup3 name the
+  // number: move first.  dup and F_DUPFD take the lowest free number at
+  // or above theirs, which is 0, 1 or 2 only if the program closed one:
+  // move after the copy is made, before the program has it (moving on
+  // every F_DUPFD from 0, as CPython's socket.dup() makes, would send all
+  // its copied connections to TCP).
+  bool onto_number = op == DupOp::kDup2 || op == DupOp::kDup3;
+  if (onto_number && target >= 0 && target <= 2 && target != oldfd)
+    MoveConnectionToKernelTcp(oldfd, FallbackReason::kStdioDescriptor);
+  int result = Duplicate(op, oldfd, target, flags);
+  if (!onto_number && result >= 0 && result <= 2) {
+    int saved = errno;
+    MoveConnectionToKernelTcp(result, FallbackReason::kStdioDescriptor);
+    errno = saved;
+  }
+  return result;
 }
 
 }  // namespace vsocket::preload

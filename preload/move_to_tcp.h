@@ -11,6 +11,7 @@
 #ifndef VSOCKET_PRELOAD_MOVE_TO_TCP_H_
 #define VSOCKET_PRELOAD_MOVE_TO_TCP_H_
 
+#include "preload/descriptors.h"
 #include "vsocket/fallback_reason.h"
 
 namespace vsocket::preload {
@@ -32,6 +33,13 @@ bool HasUnreadRingBytes(int fd);
 // peer; an end that only follows would have to read them from the ring
 // before its number could name TCP.  Nothing in a vfork child.
 void MoveConnectionsToKernelTcp(bool (*include)(int fd), FallbackReason reason);
+
+// Duplicate() (descriptors.h) for the dup family and F_DUPFD, with
+// VSOCKET_STDIO_ON_TCP: a connection that would land on 0, 1 or 2 moves to
+// kernel TCP first (dup2/dup3 onto it), or as soon as its copy exists,
+// before the program has the new number (dup, F_DUPFD).  In a vfork child,
+// Duplicate() alone.
+int DuplicateKeepingStdioOnTcp(DupOp op, int oldfd, int target, int flags);
 
 }  // namespace vsocket::preload
 
