@@ -48,13 +48,15 @@
 // This object calls neither the wait loop nor the per-descriptor index:
 // they call it, and hand it what it needs from them.
 //
-// Threading and locks (each taken alone, never one inside another):
+// Threading and locks:
 //  - wait_mutex(): one waiting thread uses the entries at a time (a wait
-//    that finds it taken uses the kernel alone);
+//    that finds it taken uses the kernel alone); only tried, and held
+//    while the two below are taken;
 //  - the change queue's lock: any thread queues entry changes, also under
-//    the index's lock;
+//    the index's lock; no other lock is taken under it;
 //  - the kernel lock: deferred changes and sleepers; held across the
-//    epoll_ctl calls that apply them.
+//    epoll_ctl calls that apply them, and across fork() (prepare takes
+//    every set's); no other lock is taken under it.
 // Sets are never destroyed (a thread may hold one across a close of its
 // descriptor); an epoll descriptor number reused later finds its entries
 // rebuilt.  Descriptors at or above kMaxTrackedEpollFd have no set.
