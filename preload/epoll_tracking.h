@@ -34,8 +34,9 @@ class VirtualSocket;
 namespace vsocket::preload {
 
 // Once, from InitDescriptors(): the fork handlers of this index, then the
-// sets' (EpollSet::InstallForkHandlers).  This lock is taken after the
-// descriptor lock and after the sets' kernel locks.
+// sets' (EpollSet::InstallForkHandlers), so that fork's prepare takes this
+// index's lock after the sets' kernel locks (and after the descriptor
+// lock).  Under this lock only a set's change-queue lock is taken.
 void InitEpollTracking();
 
 struct EpollRegistration {
