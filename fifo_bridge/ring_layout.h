@@ -6,8 +6,11 @@
 // RDMA-registered memory written by a peer NIC (inter-host).
 //
 // Indices are free-running 64-bit byte counters: `head` counts bytes ever
-// produced, `tail` bytes ever consumed; data for index i lives at
-// i & (capacity - 1).  Each side owns one index and keeps the authoritative
+// published, `tail` bytes ever consumed; data for index i lives at
+// i & (capacity - 1).  `written` (>= head while a hold lasts, else stale
+// and <= head) counts bytes the producer copied in but holds back from the
+// reader (TCP_CORK, MSG_MORE: spsc_ring.h, RingProducer::Write): a reader
+// whose producer died takes them as published (RingConsumer::TakeHeld).  Each side owns one index and keeps the authoritative
 // copy in its own private memory; the copy here is only published for the
 // peer.  Everything read from this block is untrusted (see spsc_ring.h).
 #ifndef VSOCKET_FIFO_BRIDGE_RING_LAYOUT_H_
@@ -45,8 +48,10 @@ inline constexpr uint32_t kReset = 1u << 2;           // RST: abort both ways
 inline constexpr uint32_t kPagesLost = 1u << 3;
 
 struct RingControl {
-  // Written by the producer only.
+  // Written by the producer only (and `head` by a consumer whose producer
+  // is dead: RingConsumer::TakeHeld).
   alignas(kCacheLine) std::atomic<uint64_t> head;
+  std::atomic<uint64_t> written;
   // Written by the consumer only.
   alignas(kCacheLine) std::atomic<uint64_t> tail;
   // Wake-up protocol; touched only on the slow path.

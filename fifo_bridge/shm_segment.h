@@ -36,8 +36,10 @@
 namespace vsocket::fifo {
 
 inline constexpr uint64_t kSegmentMagic = 0x3147455354534b56ull;  // "VSKTSEG1"
-// 2: the move to TCP; 3: names live until release; 4: the client pid namespace
-inline constexpr uint32_t kSegmentVersion = 4;
+// 2: the move to TCP; 3: names live until release; 4: the client pid
+// namespace; 5: RingControl::written (held sends a reader takes at the
+// writer's death)
+inline constexpr uint32_t kSegmentVersion = 5;
 inline constexpr size_t kSegmentHeaderBytes = 4096;
 // The header page also holds one slot per side for that side's SideState
 // (side_state.h), written only by the processes of that side.

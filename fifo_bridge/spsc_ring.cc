@@ -63,7 +63,8 @@ int64_t RingProducer::FreeSpaceNow() const {
   return static_cast<int64_t>(limit - used);
 }
 
-int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
+int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip,
+                            bool hold) {
   int64_t space = FreeSpace();
   // The cached tail may undercount: look again before writing less.
   if (space > 0 && static_cast<uint64_t>(space) < IovBytesAfter(iov, iovcnt, skip))
@@ -88,9 +89,24 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip) {
   if (faulted || copied == kUserFault) return kUserFault;
   if (copied > 0) {
     std::atomic_ref<uint64_t>(*own_head_).store(head, std::memory_order_relaxed);
-    control_->head.store(head, std::memory_order_release);
+    if (!hold) [[likely]] {
+      control_->head.store(head, std::memory_order_release);
+    } else {
+      control_->written.store(head, std::memory_order_release);
+    }
   }
   return static_cast<int64_t>(copied);
+}
+
+uint64_t RingProducer::Held() const {
+  uint64_t held = OwnHead() - control_->head.load(std::memory_order_relaxed);
+  return held <= capacity_ ? held : 0;
+}
+
+uint64_t RingProducer::Publish() {
+  uint64_t held = Held();
+  if (held != 0) control_->head.store(OwnHead(), std::memory_order_release);
+  return held;
 }
 
 int64_t RingConsumer::Available() const {
@@ -150,6 +166,15 @@ int64_t RingConsumer::Discard(uint64_t len) {
   std::atomic_ref<uint64_t>(*own_tail_).store(tail, std::memory_order_relaxed);
   control_->tail.store(tail, std::memory_order_release);
   return static_cast<int64_t>(take);
+}
+
+uint64_t RingConsumer::TakeHeld() {
+  uint64_t written = control_->written.load(std::memory_order_acquire);
+  uint64_t head = control_->head.load(std::memory_order_acquire);
+  uint64_t held = written - head;
+  if (held == 0 || held > capacity_ || written - OwnTail() > capacity_) return 0;
+  control_->head.store(written, std::memory_order_release);
+  return held;
 }
 
 int64_t RingConsumer::Contiguous(const uint8_t** data) const {

@@ -62,9 +62,21 @@ class RingProducer {
   uint64_t window() const { return limit_.load(std::memory_order_relaxed); }
 
   // Copies as many bytes as fit from the iovec array, starting `skip` bytes
-  // into it, then publishes the new head (release).  Returns the number of
-  // bytes copied (0 when full), kCorrupt or kUserFault.
-  int64_t Write(const struct iovec* iov, int iovcnt, size_t skip);
+  // into it, then publishes the new head (release): with it every byte held
+  // before.  With `hold`, the bytes are held instead: the reader does not
+  // see them until a later Write without `hold` or Publish(); the new head
+  // goes to RingControl::written (release), from which a reader takes them
+  // should this producer die (RingConsumer::TakeHeld).  Returns the number
+  // of bytes copied (0 when full), kCorrupt or kUserFault.
+  int64_t Write(const struct iovec* iov, int iovcnt, size_t skip,
+                bool hold = false);
+  // Bytes written but held back from the reader (0 when the published head
+  // is not one this producer could have written).  Any thread: exact under
+  // the caller's lock, else a snapshot.
+  uint64_t Held() const;
+  // Publishes every held byte (release).  Returns how many were held.
+  // REQUIRES: the caller's lock, as for Write.
+  uint64_t Publish();
 
   uint64_t capacity() const { return capacity_; }
   RingControl* control() const { return control_; }
@@ -115,6 +127,13 @@ class RingConsumer {
 
   // Drops up to `len` readable bytes without copying them.
   int64_t Discard(uint64_t len);
+
+  // The producer is dead (no process holds its side any more): the bytes it
+  // wrote but held back (RingControl::written) become readable, as kernel
+  // TCP delivers what a dead process corked.  Returns how many (0 when
+  // `written` shows none, or an impossible value: nothing changes then).
+  // REQUIRES: no producer can write the ring any more.  Any thread.
+  uint64_t TakeHeld();
 
   // In-place view for zero-copy reads: sets *data to the oldest unread byte
   // and returns how many readable bytes follow it contiguously (up to the
