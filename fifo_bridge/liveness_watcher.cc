@@ -81,10 +81,13 @@ class Watcher {
     AddToEpoll(fd, /*sink=*/true);
   }
 
-  void SetDeadline(LivenessTarget* target, int64_t deadline_ns) {
+  // `keep_earlier`: a pending deadline before `deadline_ns` stays.
+  void SetDeadline(LivenessTarget* target, int64_t deadline_ns, bool keep_earlier) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!EnsureStarted()) return;
-    deadlines_[target] = deadline_ns;
+    auto [it, added] = deadlines_.try_emplace(target, deadline_ns);
+    if (!added && !(keep_earlier && it->second <= deadline_ns)) it->second = deadline_ns;
+    deadline_ns = it->second;
     // Wake the thread only if it sleeps past the new deadline.  Claim
     // deadlines are now + a constant, so while one is pending each new
     // connection costs no system call and no thread wake-up.
@@ -345,7 +348,10 @@ void UnwatchWakes(const std::string& name, LivenessTarget* target) {
 bool OnWatcherThread() { return tl_on_watcher_thread; }
 
 void WatchDeadline(LivenessTarget* target, int64_t deadline_ns) {
-  Watcher::Get().SetDeadline(target, deadline_ns);
+  Watcher::Get().SetDeadline(target, deadline_ns, /*keep_earlier=*/false);
+}
+void WatchDeadlineBy(LivenessTarget* target, int64_t deadline_ns) {
+  Watcher::Get().SetDeadline(target, deadline_ns, /*keep_earlier=*/true);
 }
 void UnwatchDeadline(LivenessTarget* target) { Watcher::Get().ClearDeadline(target); }
 

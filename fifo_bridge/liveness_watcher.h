@@ -83,6 +83,9 @@ bool OnWatcherThread();
 // the watcher no longer uses the target.
 // REQUIRES: target stays alive until UnwatchDeadline(target) returns.
 void WatchDeadline(LivenessTarget* target, int64_t deadline_ns);
+// As WatchDeadline, but a pending deadline earlier than `deadline_ns`
+// stays (the target's OnDeadline then answers for both).
+void WatchDeadlineBy(LivenessTarget* target, int64_t deadline_ns);
 void UnwatchDeadline(LivenessTarget* target);
 
 }  // namespace vsocket::fifo
