@@ -72,7 +72,7 @@ void ShmTransport::EndCall(StreamCall& call) {
   if (call.transport_state == kSpinSpent) EndSpin();
 }
 
-ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
+ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
                               int iovcnt, size_t skip) {
   if (!claimed_.load(std::memory_order_relaxed) &&
       (TakeDecline() || MaybeRevoke(false, FallbackReason::kClaimTimeout))) {
@@ -84,7 +84,7 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
   }
   // Declared before the lock, so it runs after the unlock: the watcher
   // calls OnDeadline holding its own mutex, and may take the send lock.
-  IdleLookScheduler schedule_idle_look(this);
+  LookScheduler looks(this);
   SideLock lock(&side_->send_lock);
   if (revoked()) return kStreamMoved;
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
@@ -122,16 +122,26 @@ ssize_t ShmTransport::TrySend(StreamCall&, const struct iovec* iov,
   // Once the whole ring has been touched (after the first pass) nothing is
   // left to populate: no walk of the iovec on the hot path.
   if (!RingPopulated()) PopulateAhead(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
-  int64_t n = producer_->Write(iov, iovcnt, skip);
+  // TCP_CORK or MSG_MORE: the bytes are held (shm_cork.cc).  A send
+  // without either publishes what was held with its own bytes.
+  bool hold = call.more || side_->corked.load(std::memory_order_relaxed);
+  uint64_t held_before = hold ? producer_->Held() : 0;
+  int64_t n = producer_->Write(iov, iovcnt, skip, hold);
   if (n == kCorrupt) {
     ResetConnection("peer published an impossible consumer index");
     return ResetOutcome(/*sending=*/true);
   }
   if (n == kUserFault) return -EFAULT;  // a bad pointer: nothing published
   if (n > 0) {
-    NotifyReader();
+    if (!hold) [[likely]] {
+      NotifyReader();
+    } else {
+      AfterHeldWrite(held_before, looks);
+    }
     StatsBytesSentSerialised(live_slot(), kShmKind, static_cast<uint64_t>(n));
-    if (AfterRingWrite()) schedule_idle_look.Arm();
+    if (AfterRingWrite()) looks.ArmIdleLook();
+  } else if (hold) [[unlikely]] {
+    PublishHeldLocked();  // full: the wait for room must not wait on a hold
   }
   int64_t free_space = producer_->FreeSpace();
   StatsSendRingFill(live_slot(), producer_->capacity() - static_cast<uint64_t>(free_space));

@@ -91,6 +91,8 @@ bool ShmTransport::DescribeForExec(std::vector<std::string>* fields,
 }
 
 void ShmTransport::BeforeExec() {
+  // The new image has no deadline for a hold of ours: what is held goes.
+  PublishHeld();
   // The new image starts with no poller and no spinning thread: arm.
   DropUserSpaceHold();
   uint32_t mine = local_spinners_.load(std::memory_order_relaxed);

@@ -130,6 +130,9 @@ bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
           rx_->flags.load(std::memory_order_acquire)) & kReset)) {
       return false;  // nothing to move: the connection is over
     }
+    // Held bytes are published first: the peer reads the ring to its
+    // published end, then TCP.
+    PublishHeldLocked();
     uint32_t expected = kClaimed;
     if (!segment_->header()->claim.compare_exchange_strong(
             expected, MovedBy(role_), std::memory_order_seq_cst)) {
@@ -179,7 +182,8 @@ void ShmTransport::FollowPeerToTcp() {
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
   if (!(local & kLocalTxOnTcp)) {
     // The peer stopped consuming at the tail it published last: the bytes
-    // from there to our head never reached it.
+    // from there to our head (held ones included) never reached it.
+    producer_->Publish();  // nothing held is left behind
     uint64_t head = side_->head;
     uint64_t tail = tx_->tail.load(std::memory_order_acquire);
     if (tail > head || head - tail > segment_->capacity()) {

@@ -25,6 +25,9 @@ namespace sys = ::vsocket::sys;
 void ShmTransport::Release() {
   // Other holders of this side poll for themselves and hold again.
   DropUserSpaceHold();
+  // What this process held goes now (its deadline goes with it), as a
+  // close sends what a cork held.
+  PublishHeld();
   bool last = side_->holders.fetch_sub(1, std::memory_order_acq_rel) == 1;
   if (last && !revoked()) {
     if (role_ == Role::kClient && !IsClaimed()) {
@@ -96,6 +99,12 @@ void ShmTransport::Release() {
 }
 
 void ShmTransport::OnProcessExit() {
+  // Held bytes go now (the deadline dies with the process), unless a
+  // sender holds the lock: a peer sees them at our death anyway.
+  if (segment_ && producer_->Held() != 0) {
+    SideLock lock(&side_->send_lock, /*try_only=*/true);
+    if (lock.owns_lock()) PublishHeldLocked();
+  }
   // Other holders (forked children) still use the connection; an
   // unclaimed offer is left to its revoke path and the sweep.
   if (!segment_ || side_->holders.load(std::memory_order_acquire) != 1 ||

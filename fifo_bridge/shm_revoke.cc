@@ -100,6 +100,12 @@ void ShmTransport::CheckLiveness() {
                 unread || tcp_error ? " with unread data: reset" : "");
     if (unread || tcp_error)
       side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+    // What it held back (TCP_CORK, MSG_MORE) is in our ring: delivered
+    // before the end of stream, as kernel TCP sends a dead process's held
+    // bytes.  Before kLocalPeerGone, which readers look at after the head.
+    if (uint64_t held = consumer_->TakeHeld())
+      VSOCKET_LOG(kDebug, "%llu bytes the dead peer held are delivered",
+                  static_cast<unsigned long long>(held));
   }
   side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
   doorbell_->RingSelf();
@@ -191,7 +197,22 @@ int64_t ShmTransport::NextUnclaimedLook(int64_t now_ns) const {
   return std::min(claim_deadline_ns_, now_ns + kListenerLookNs);
 }
 
+namespace {
+
+// The sooner of two look times, 0 standing for none.
+int64_t Sooner(int64_t a, int64_t b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return std::min(a, b);
+}
+
+}  // namespace
+
 int64_t ShmTransport::OnDeadline() {
+  return Sooner(ReleaseHeldIfDue(), NextLookAfterDeadline());
+}
+
+int64_t ShmTransport::NextLookAfterDeadline() {
   if (role_ == Role::kClient && !IsClaimed()) {
     int64_t now = MonotonicNs();
     if (now >= claim_deadline_ns_) {

@@ -219,6 +219,7 @@ int ShmTransport::Shutdown(int how) {
   }
   if (how == SHUT_WR || how == SHUT_RDWR) {
     SideLock lock(&side_->send_lock);
+    PublishHeldLocked();  // the FIN follows what a cork held, as TCP's
     uint32_t before =
         side_->local_flags.fetch_or(kLocalShutWrite, std::memory_order_seq_cst);
     // Following the peer's move to TCP, our stream's end goes there too.
@@ -297,6 +298,9 @@ int ShmTransport::TakeError() {
 }
 
 void ShmTransport::BeforeFork() {
+  // Held bytes go first: the child's sends must not overtake them, and
+  // the hold's deadline is this process's watcher's.
+  PublishHeld();
   side_->holders.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -123,6 +123,15 @@ class ShmTransport final : public Transport,
   // Counts SideState::kernel_sleepers.
   void NoteKernelSleeper(bool asleep) override;
 
+  // Held sends (shm_cork.cc): TCP_CORK (SideState::corked) and MSG_MORE
+  // hold a send's bytes in the transmit ring, unpublished, until the cork
+  // is out, a send without MSG_MORE, kHoldLimit held, shutdown or close,
+  // fork, exec, a move to TCP, or kHoldNs after the hold began (the
+  // liveness watcher's deadline).  The ring is shared memory: a peer that
+  // sees this process die takes them as sent (RingConsumer::TakeHeld).
+  void CorkChanged(bool on) override;
+  void PushHeldSends() override;
+
   // The budget entry of this connection's private descriptors, given back
   // by Release().
   void HoldDescriptors(DescriptorReservation reservation) {
@@ -185,6 +194,8 @@ class ShmTransport final : public Transport,
   bool MoveToKernelTcp(FallbackReason reason) override;
 
   // Liveness watcher thread: the TCP connection reported EOF or an error.
+  // A peer that died holding bytes (TCP_CORK, MSG_MORE) left them in our
+  // receive ring: they are read before the end of stream.
   bool OnLivenessEvent() override;
   // Watcher thread: a datagram naming us in the wake socket.  The peer
   // asked us to drain its filler (see BlockOurWrites), or closed/reset its
@@ -196,8 +207,11 @@ class ShmTransport final : public Transport,
   // server's decline waits in the wait socket: revoke now and continue on
   // TCP; else look again at NextUnclaimedLook.
   // After the claim: the once-a-second look at a transmit ring that carried
-  // data (TrimIdleRing).
+  // data (TrimIdleRing).  Always: held sends whose kHoldNs passed are
+  // published (ReleaseHeldIfDue).
   int64_t OnDeadline() override;
+  // OnDeadline's looks other than held sends'.
+  int64_t NextLookAfterDeadline();
   // exit() without a close of this connection: when no other process holds
   // this side, its name is released as Release() would (the segment's
   // file, and the pages in it, go once both sides are done), so that two
@@ -282,7 +296,7 @@ class ShmTransport final : public Transport,
   // ---- Memory that follows use (shm_trim.cc) ----
   // After a send: accounts the transmit ring's newly touched bytes
   // (StatsShmMemory); true once kTrimAfterBytes went through it since the
-  // last trim and the idle look is to be scheduled (IdleLookScheduler).
+  // last trim and the idle look is to be scheduled (LookScheduler).
   // REQUIRES: the send lock.
   bool AfterRingWrite();
   // Before writing `len` bytes: when they reach 16 KiB or more into pages
@@ -293,29 +307,55 @@ class ShmTransport final : public Transport,
   // grows with use.  REQUIRES: the send lock.
   void PopulateAhead(uint64_t len);
   bool RingPopulated() const { return populated_ >= producer_->capacity(); }
-  // Schedules the idle look (WatchDeadline) when it goes out of scope, if
-  // armed.  Declared before a SideLock, so that it runs after the unlock:
-  // the watcher thread holds its mutex while it calls OnDeadline, which
-  // may take side locks, so no one may call into the watcher holding one.
-  class IdleLookScheduler {
+  // Asks the watcher for a look (WatchDeadlineBy: an earlier one pending
+  // stays) when it goes out of scope, if armed: the idle look
+  // (ArmIdleLook) or a hold's deadline (ArmAt).  Declared before a
+  // SideLock, so that it runs after the unlock: the watcher thread holds
+  // its mutex while it calls OnDeadline, which may take side locks, so no
+  // one may call into the watcher holding one.
+  class LookScheduler {
    public:
-    explicit IdleLookScheduler(ShmTransport* t) : t_(t) {}
-    ~IdleLookScheduler();
-    void Arm() { armed_ = true; }
+    explicit LookScheduler(ShmTransport* t) : t_(t) {}
+    ~LookScheduler();
+    void ArmIdleLook();  // shm_trim.cc
+    void ArmAt(int64_t at_ns) {
+      if (at_ns_ == 0 || at_ns < at_ns_) at_ns_ = at_ns;
+    }
 
    private:
     ShmTransport* t_;
-    bool armed_ = false;
+    int64_t at_ns_ = 0;  // 0: not armed
   };
   // Watcher thread, once a second while scheduled: a transmit ring that
   // carried no byte since the last look and that the peer has read to the
   // end gives its pages back (MADV_REMOVE; the next write faults in zero
   // pages), so a connection that was busy costs what an idle one costs.
   // Returns the next look's time, or 0 when done.  Skips a look while an
-  // application thread holds the send lock.
+  // application thread holds the send lock.  A look may come early (the
+  // deadline is shared with held sends): it then counts as a look.
   int64_t TrimIdleRing();
   // Gives back this connection's accounted bytes (Release).
   void ForgetRingBytes();
+
+  // ---- Held sends (shm_cork.cc) ----
+  // As kernel TCP on loopback: a held send leaves ~200 ms after the hold
+  // began (209 ms measured on Linux 6.x), or once a full segment (64 KiB)
+  // is held.
+  static constexpr int64_t kHoldNs = 200'000'000;
+  static constexpr uint64_t kHoldLimit = 64 * 1024;
+  // After a Write with `hold` that took bytes, `held_before` having been
+  // held before it: starts the hold's clock (and asks `looks` for the
+  // deadline), or publishes when the hold is full or the writer would
+  // block on bytes the peer cannot read.  REQUIRES: the send lock.
+  void AfterHeldWrite(uint64_t held_before, LookScheduler& looks);
+  // Publishes what is held and wakes the reader.  REQUIRES: the send lock.
+  void PublishHeldLocked();
+  // The same, taking the send lock, only if something is held.  Any
+  // thread; REQUIRES: no side lock held.
+  void PublishHeld();
+  // Watcher thread: publishes a hold older than kHoldNs.  Returns when to
+  // look again (0: nothing held).
+  int64_t ReleaseHeldIfDue();
 
   // TryRecv's attempt under the receive lock; `returning_to_user`: an
   // -EAGAIN goes back to the application (drain our wake-ups then).

@@ -89,8 +89,10 @@ void ShmTransport::PopulateAhead(uint64_t len) {
   }
 }
 
-ShmTransport::IdleLookScheduler::~IdleLookScheduler() {
-  if (armed_) WatchDeadline(t_, MonotonicNs() + kIdleLookNs);
+void ShmTransport::LookScheduler::ArmIdleLook() { ArmAt(MonotonicNs() + kIdleLookNs); }
+
+ShmTransport::LookScheduler::~LookScheduler() {
+  if (at_ns_ != 0) WatchDeadlineBy(t_, at_ns_);
 }
 
 int64_t ShmTransport::TrimIdleRing() {

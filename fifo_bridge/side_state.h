@@ -72,6 +72,12 @@ struct SideState {
   // (ShmTransport::RecvLowatChanged); 0 (the default): any byte.  Shared by
   // every process holding this side, as the option is the socket's.
   std::atomic<uint32_t> readable_above;
+  // TCP_CORK as the application set it (non-zero: in), for every process
+  // holding this side: sends are then held (shm_cork.cc).
+  std::atomic<uint32_t> corked;
+  // When the bytes held now began to be held (MonotonicNs); stale while
+  // nothing is held (RingProducer::Held).  Written under send_lock.
+  std::atomic<int64_t> hold_since_ns;
 };
 
 // Bytes of the mapping (one page).

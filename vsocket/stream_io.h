@@ -47,6 +47,9 @@ inline constexpr ssize_t kStreamMoved = std::numeric_limits<ssize_t>::min();
 // stack for the duration of the call.
 struct StreamCall {
   bool sending = false;
+  // Sends: MSG_MORE (more data follows: a transport that holds partial
+  // sends, as kernel TCP does, may hold this one's bytes).
+  bool more = false;
   // O_NONBLOCK or MSG_DONTWAIT: the core never waits, and an attempt's
   // -EAGAIN ends the call (the caller may go and sleep in poll/epoll).
   bool nonblocking = false;
@@ -242,6 +245,7 @@ ssize_t StreamSendMsg(Steps& concrete, const struct msghdr* msg, int flags,
   int iovcnt = static_cast<int>(msg->msg_iovlen);
   StreamCall call;
   call.sending = true;
+  call.more = (flags & MSG_MORE) != 0;
   call.nonblocking = io.nonblocking || (flags & MSG_DONTWAIT);
   call.spin_ns = io.spin_ns;
   call.timeout_ns = io.timeout_ns;

@@ -208,6 +208,17 @@ class Transport {
   // applies the option itself).
   virtual void RecvLowatChanged(uint32_t lowat) { (void)lowat; }
 
+  // ---- Held sends (TCP_CORK, MSG_MORE) ----
+  // TCP_CORK on tcp_fd() is now `on` (set on this connection, or before it
+  // existed on the socket).  A transport that carries the bytes itself and
+  // holds partial sends as kernel TCP does (shm) holds them while the cork
+  // is in, and sends what it holds when it is taken out.  Any thread.
+  // Default: nothing (the kernel applies its own option).
+  virtual void CorkChanged(bool on) { (void)on; }
+  // TCP_NODELAY was turned on: as kernel TCP does, what a cork or MSG_MORE
+  // holds goes now (the cork stays in).  Any thread.  Default: nothing.
+  virtual void PushHeldSends() {}
+
   // ---- Moving to kernel TCP while connected ----
   // Code that bypasses vsocket is about to use the connection (a program
   // image that is not preloaded, glibc's stdio): move the stream onto its

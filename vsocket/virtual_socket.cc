@@ -77,6 +77,7 @@ void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport,
     StatsFallback(transport->fallback_reason(), nullptr);
   if (uint32_t which = buffer_sizes_set_.load()) transport->BufferSizesChanged(which);
   if (uint32_t lowat = recv_lowat(); lowat > 1) transport->RecvLowatChanged(lowat);
+  if (corked_.load(std::memory_order_relaxed)) transport->CorkChanged(true);
   if (!live_slot_) {
     LiveSlotIdentity id;
     id.fd = transport->user_fd();
@@ -111,6 +112,22 @@ void VirtualSocket::NoteRecvLowat(uint32_t lowat) {
   Transport* t = transport_.load(std::memory_order_acquire);
   while (t && t->successor()) t = t->successor();
   if (t) t->RecvLowatChanged(recv_lowat());
+}
+
+void VirtualSocket::NoteCork(bool on) {
+  // Under the mutex, so that SetTransport sees it or we see its transport.
+  std::lock_guard<std::mutex> lock(mutex_);
+  corked_.store(on, std::memory_order_relaxed);
+  Transport* t = transport_.load(std::memory_order_acquire);
+  while (t && t->successor()) t = t->successor();
+  if (t) t->CorkChanged(on);
+}
+
+void VirtualSocket::NotePush() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Transport* t = transport_.load(std::memory_order_acquire);
+  while (t && t->successor()) t = t->successor();
+  if (t) t->PushHeldSends();
 }
 
 void VirtualSocket::SetConnecting(std::unique_ptr<PendingConnection> pending,

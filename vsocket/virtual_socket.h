@@ -107,6 +107,13 @@ class VirtualSocket {
     recv_lowat_.store(listener.recv_lowat(), std::memory_order_relaxed);
   }
 
+  // setsockopt(IPPROTO_TCP, TCP_CORK) set `on` on the kernel socket: told
+  // to the transport now, or when there is one (SetTransport), as
+  // Transport::CorkChanged.  TCP_NODELAY turned on: Transport::
+  // PushHeldSends now.  Any thread.
+  void NoteCork(bool on);
+  void NotePush();
+
   // For vsocket-stat (vsocket/live_stats.h): the connection was accepted
   // (else connected), and the line of the rule that chose its path (0:
   // none; a listener's is its accepted connections').  REQUIRES: called
@@ -176,6 +183,7 @@ class VirtualSocket {
   std::atomic<int64_t> recv_timeout_ns_{-1};
   std::atomic<uint32_t> buffer_sizes_set_{0};  // Transport::k*BufferSet
   std::atomic<uint32_t> recv_lowat_{1};        // SO_RCVLOWAT, the kernel's value
+  std::atomic<bool> corked_{false};            // TCP_CORK, as set
   std::atomic<int> held_defer_accept_{-1};
   bool accepted_ = false;
   uint32_t rule_line_ = 0;
