@@ -1,5 +1,6 @@
 // SPSC ring: wrap-around, partial transfers, iovec offsets, peeking,
-// in-place views, and refusal of impossible indices published by a hostile peer.
+// in-place views, held writes, and refusal of impossible indices published
+// by a hostile peer.
 #include "fifo_bridge/spsc_ring.h"
 
 #include <gtest/gtest.h>
@@ -25,9 +26,9 @@ class RingTest : public ::testing::Test {
     consumer_ = std::make_unique<RingConsumer>(control_, data_, kCapacity, &tail_);
   }
 
-  int64_t Put(const std::vector<uint8_t>& bytes) {
+  int64_t Put(const std::vector<uint8_t>& bytes, bool hold = false) {
     struct iovec iov = {const_cast<uint8_t*>(bytes.data()), bytes.size()};
-    return producer_->Write(&iov, 1, 0);
+    return producer_->Write(&iov, 1, 0, hold);
   }
   std::vector<uint8_t> Take(size_t max, bool peek = false) {
     std::vector<uint8_t> out(max);
@@ -169,6 +170,38 @@ TEST_F(RingTest, ContiguousViewRefusesAHostileHead) {
   const uint8_t* view = nullptr;
   EXPECT_EQ(consumer_->Contiguous(&view), kCorrupt);
   EXPECT_EQ(view, nullptr);
+}
+
+// TCP_CORK/MSG_MORE: held bytes take room but are not readable until
+// published, by Publish() or by the next write without hold, in order.
+TEST_F(RingTest, HeldBytesAreReadOnlyOncePublished) {
+  EXPECT_EQ(Put(Pattern(10, 0), /*hold=*/true), 10);
+  EXPECT_EQ(producer_->Held(), 10u);
+  EXPECT_EQ(consumer_->AvailableNow(), 0);
+  EXPECT_TRUE(Take(16).empty());
+  EXPECT_EQ(producer_->FreeSpaceNow(), static_cast<int64_t>(kCapacity - 10));
+  EXPECT_EQ(producer_->Publish(), 10u);
+  EXPECT_EQ(producer_->Held(), 0u);
+  EXPECT_EQ(producer_->Publish(), 0u);
+  EXPECT_EQ(Take(16), Pattern(10, 0));
+  EXPECT_EQ(Put(Pattern(5, 10), /*hold=*/true), 5);
+  EXPECT_EQ(Put(Pattern(5, 15)), 5);  // publishes the held ones with it
+  EXPECT_EQ(producer_->Held(), 0u);
+  EXPECT_EQ(Take(16), Pattern(10, 10));
+}
+
+// A producer that died holding bytes: the reader takes them, once; a
+// stale or impossible `written` changes nothing.
+TEST_F(RingTest, ReaderTakesWhatADeadProducerHeld) {
+  EXPECT_EQ(Put(Pattern(4, 0)), 4);
+  EXPECT_EQ(consumer_->TakeHeld(), 0u);  // `written` stale (0)
+  EXPECT_EQ(Put(Pattern(6, 4), /*hold=*/true), 6);
+  EXPECT_EQ(consumer_->TakeHeld(), 6u);
+  EXPECT_EQ(consumer_->TakeHeld(), 0u);
+  EXPECT_EQ(Take(16), Pattern(10, 0));
+  control_->written.store(tail_ + kCapacity + 1);  // hostile
+  EXPECT_EQ(consumer_->TakeHeld(), 0u);
+  EXPECT_EQ(consumer_->AvailableNow(), 0);
 }
 
 TEST_F(RingTest, HostileHeadIsRefused) {
