@@ -50,8 +50,8 @@
 //    a faulting copy leaves some of the bytes up to the fault written;
 //  - a send of more than kCap bytes in flight: how much is taken depends
 //    on buffer sizes (docs/COMPATIBILITY.md, SO_SNDBUF/SO_RCVBUF);
-//  - MSG_MORE: the kernel holds the bytes, shared memory delivers them
-//    (the kernel's are pushed with TCP_CORK off before comparing).
+//  - MSG_MORE: both paths hold the bytes (pushed with TCP_CORK off
+//    before comparing).
 // Documented differences (docs/COMPATIBILITY.md): MSG_OOB on send is
 // EOPNOTSUPP on shared memory (the kernel call is not made, as it would
 // put urgent data in the kernel's stream); the others are in Explained().
@@ -887,15 +887,15 @@ void RunSend(const Op& op, int flags, uint32_t call_no) {
   bool full = dk.pending.size() + f.prefix > kCap;
   bool exact = !full && !(f.faults && f.readable && MsgReadable(op));
   Result rk = Run(k, op, flags);
-  if (flags & MSG_MORE) {
-    // A hint: the kernel holds the bytes for more to come (shared memory
-    // does not: its peer may read them at once).  What is delivered is
-    // compared, so the kernel's are pushed now: TCP_CORK off pushes what
-    // is held, and is otherwise a no-op here.
-    int off = 0;
+  // MSG_MORE holds the bytes for up to ~200 ms on both paths; what is
+  // delivered is compared, so both push them now: TCP_CORK off pushes what
+  // is held, and is otherwise a no-op here.
+  int off = 0;
+  if (flags & MSG_MORE)
     FUZZ_CHECK(::setsockopt(k.fd[op.dir], IPPROTO_TCP, TCP_CORK, &off, sizeof off) == 0);
-  }
   Result rv = Run(v, op, flags);
+  if (flags & MSG_MORE)
+    FUZZ_CHECK(v.api->setsockopt(v.fd[op.dir], IPPROTO_TCP, TCP_CORK, &off, sizeof off) == 0);
   if (Compare(op, f, rk, rv, exact, f.faults, full, f.prefix)) full = true;  // drain below
   if (rk.rc > 0 && k.dir[op.dir].reader_shut && k.dir[1 - op.dir].writer_shut) {
     // OPEN, not documented (reported 2026-12-07 with this target): data
