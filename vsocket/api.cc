@@ -522,15 +522,11 @@ int vsocket_setsockopt(int fd, int level, int name, const void* val,
                   (level == SOL_IPV6 && name == IPV6_TRANSPARENT)))
     vs->NoteTransparent();  // whatever the value: the cautious side
   if (rc == 0 && level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY)) {
-    // What the kernel made of it (any non-zero int is on).
+    // The kernel took it, so `val` holds a readable int: non-zero is on.
     int on = 0;
-    socklen_t on_len = sizeof(on);
-    int saved = errno;
-    if (sys::getsockopt(KernelFdOf(vs.get(), fd), IPPROTO_TCP, name, &on, &on_len) == 0) {
-      if (name == TCP_CORK) vs->NoteCork(on != 0);
-      if (name == TCP_NODELAY && on) vs->NotePush();
-    }
-    errno = saved;
+    std::memcpy(&on, val, sizeof(on));
+    if (name == TCP_CORK) vs->NoteCork(on != 0);
+    if (name == TCP_NODELAY && on) vs->NotePush();
   }
   if (rc == 0 && level == SOL_SOCKET) {
     if (name == SO_RCVTIMEO) vs->set_recv_timeout_ns(TimevalToNs(val, len));
