@@ -18,10 +18,13 @@ namespace {
 
 std::atomic<int> g_wake_socket{-1};  // SetProcessWakeSocket
 
+constexpr char kNamePrefix[] = "vsk1/";
+constexpr size_t kNamePrefixLen = sizeof(kNamePrefix) - 1;
+
 // Abstract-namespace address "\0vsk1/<key>/<role><kind>".
 socklen_t MakeAddress(const std::string& key, char role, char kind,
                       struct sockaddr_un* addr) {
-  return AbstractAddress("vsk1/" + key + "/" + role + kind, addr);
+  return AbstractAddress(kNamePrefix + key + "/" + role + kind, addr);
 }
 
 int BoundDatagramSocket(const struct sockaddr_un& addr, socklen_t len) {
@@ -192,13 +195,13 @@ int Doorbell::AdoptInherited(int wait_fd, char my_role) {
   std::string wait_name = BoundDatagramName(wait_fd);
   // "vsk1/<key>/<role>A".
   constexpr size_t kSuffix = 2;  // <role><kind>
-  if (wait_name.size() <= 5 + 1 + kSuffix ||
-      wait_name.compare(0, 5, "vsk1/") != 0 ||
+  if (wait_name.size() <= kNamePrefixLen + 1 + kSuffix ||
+      wait_name.compare(0, kNamePrefixLen, kNamePrefix) != 0 ||
       wait_name[wait_name.size() - 3] != '/' ||
       wait_name.substr(wait_name.size() - kSuffix) != std::string{my_role, 'A'}) {
     return -EINVAL;
   }
-  std::string key = wait_name.substr(5, wait_name.size() - 5 - 3);
+  std::string key = wait_name.substr(kNamePrefixLen, wait_name.size() - kNamePrefixLen - 3);
   char peer_role = my_role == 'c' ? 's' : 'c';
   my_wait_len_ = MakeAddress(key, my_role, 'A', &my_wait_addr_);
   peer_wait_len_ = MakeAddress(key, peer_role, 'A', &peer_wait_addr_);
@@ -206,6 +209,10 @@ int Doorbell::AdoptInherited(int wait_fd, char my_role) {
   my_wake_name_ = std::string(1, my_role) + key;
   if (SetWaitSocket(wait_fd) != 0) return -EINVAL;
   return 0;
+}
+
+bool Doorbell::IsVsocketDatagramSocket(int fd) {
+  return BoundDatagramName(fd).compare(0, kNamePrefixLen, kNamePrefix) == 0;
 }
 
 int Doorbell::SetWaitSocket(int fd) {

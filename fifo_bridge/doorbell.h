@@ -124,6 +124,10 @@ class Doorbell {
   // it true, and the claim then finds no segment and declines as before.
   static bool ClientWaitSocketBound(const std::string& key);
 
+  // True when `fd` is a Unix datagram socket bound to a vsocket name (a
+  // wait socket, of any connection or process).
+  static bool IsVsocketDatagramSocket(int fd);
+
   // Sends filler into the peer's wait socket until ours reports no
   // POLLOUT (two datagrams).  The peer's DrainWakeups takes them with its
   // wake-ups, which makes our wait socket writable again.  Returns 0 or

@@ -19,9 +19,18 @@ namespace vsocket::fifo {
 namespace sys = ::vsocket::sys;
 namespace {
 
+constexpr char kMarkerPrefix[] = "vsk1/L/";
+
 socklen_t MarkerAddress(const std::string& ip, uint16_t port,
                         struct sockaddr_un* addr) {
-  return AbstractAddress("vsk1/L/" + ip + ":" + std::to_string(port), addr);
+  return AbstractAddress(kMarkerPrefix + ip + ":" + std::to_string(port), addr);
+}
+
+int SocketOption(int fd, int name) {
+  int value = -1;
+  socklen_t len = sizeof(value);
+  if (sys::getsockopt(fd, SOL_SOCKET, name, &value, &len) != 0) return -1;
+  return value;
 }
 
 bool ProbeOne(const std::string& ip, uint16_t port, ProbeResult* result) {
@@ -106,6 +115,19 @@ int OpenListenerMarker(const Endpoint& bound) {
     return -err;
   }
   return sys::MovePrivate(fd);
+}
+
+bool IsListenerMarker(int fd) {
+  constexpr size_t kPrefixLen = sizeof(kMarkerPrefix) - 1;
+  struct sockaddr_un addr {};
+  socklen_t len = sizeof(addr);
+  return SocketOption(fd, SO_DOMAIN) == AF_UNIX &&
+         SocketOption(fd, SO_TYPE) == SOCK_STREAM &&
+         SocketOption(fd, SO_ACCEPTCONN) == 1 &&
+         sys::getsockname(fd, reinterpret_cast<struct sockaddr*>(&addr), &len) == 0 &&
+         len >= offsetof(struct sockaddr_un, sun_path) + 1 + kPrefixLen &&
+         addr.sun_path[0] == '\0' &&
+         std::memcmp(addr.sun_path + 1, kMarkerPrefix, kPrefixLen) == 0;
 }
 
 void DrainListenerMarker(int marker_fd) {

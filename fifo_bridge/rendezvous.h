@@ -50,6 +50,9 @@ std::string ConnectionKey(const Endpoint& server, uint16_t client_port);
 int OpenListenerMarker(const Endpoint& bound);
 // Accepts and closes probes queued on a marker (never blocks).
 void DrainListenerMarker(int marker_fd);
+// True when `fd` is a listening Unix stream socket bound to a marker's
+// name (an inherited marker, before it is trusted).
+bool IsListenerMarker(int fd);
 
 struct ProbeResult {
   bool found = false;

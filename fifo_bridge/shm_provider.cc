@@ -1,6 +1,7 @@
 #include "fifo_bridge/shm_provider.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/shm_transport.h"
 #include "vsocket/config.h"
+#include "vsocket/descriptor_number.h"
 #include "vsocket/local_port.h"
 #include "vsocket/log.h"
 #include "base/real_libc.h"
@@ -120,6 +122,16 @@ class ShmListener final : public ListenerAttachment {
   int marker_fd() const {
     std::lock_guard<std::mutex> lock(marker_mu_);
     return marker_fd_;
+  }
+
+  // The marker crosses exec: "<marker fd>" (exec_handover.h).
+  bool DescribeForExec(std::vector<std::string>* fields,
+                       std::vector<int>* keep) override {
+    int marker = marker_fd();
+    if (marker < 0) return false;
+    *fields = {std::to_string(marker)};
+    *keep = {marker};
+    return true;
   }
 
   // The marker's name is freed for a receiver that is preloaded (its
@@ -452,6 +464,34 @@ class ShmTransportProvider final : public TransportProvider {
           inherited.side >= 0 ? kSealedSegmentFds : kNamedSegmentFds));
     return transport;
   }
+
+  bool ListenerExecDescriptors(const std::vector<std::string>& fields,
+                               std::vector<int>* fds) override {
+    int marker;
+    if (fields.size() != 1 || !ParseDescriptorNumber(fields[0], &marker)) return false;
+    *fds = {marker};
+    return true;
+  }
+
+  std::unique_ptr<ListenerAttachment> AdoptListenerFromExec(
+      const std::vector<std::string>& fields, const char** why) override {
+    std::vector<int> fds;
+    if (!ListenerExecDescriptors(fields, &fds)) {
+      *why = "malformed listener entry";
+      return nullptr;
+    }
+    if (!IsListenerMarker(fds[0])) {
+      *why = "not a listener marker";
+      return nullptr;
+    }
+    int marker = sys::MovePrivate(fds[0]);
+    sys::fcntl(marker, F_SETFD, FD_CLOEXEC);
+    return std::make_unique<ShmListener>(marker, ::geteuid());
+  }
+
+  bool IsUserDescriptor(int fd) const override {
+    return Doorbell::IsVsocketDatagramSocket(fd);
+  }
 };
 
 }  // namespace
@@ -465,15 +505,6 @@ TransportProvider* ShmProvider() {
     return new ShmTransportProvider();
   }();
   return provider;
-}
-
-int ListenerMarkerOf(ListenerAttachment* attachment) {
-  auto* shm = dynamic_cast<ShmListener*>(attachment);
-  return shm ? shm->marker_fd() : -1;
-}
-
-std::unique_ptr<ListenerAttachment> AdoptListenerMarker(int marker_fd) {
-  return std::make_unique<ShmListener>(marker_fd, ::geteuid());
 }
 
 }  // namespace vsocket::fifo

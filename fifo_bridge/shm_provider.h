@@ -19,14 +19,6 @@ inline constexpr TransportKind kShmKind = static_cast<TransportKind>(1);
 // The process's one shared-memory provider (static lifetime).
 TransportProvider* ShmProvider();
 
-// The listener attachment of the shared-memory provider, for the exec
-// hand-over of a listening socket (preload/exec_export.cc): its marker.
-// nullptr when `attachment` is not the shared-memory one.
-int ListenerMarkerOf(ListenerAttachment* attachment);
-// Wraps an inherited, validated listener marker (exec adoption); takes
-// ownership of `marker_fd`.
-std::unique_ptr<ListenerAttachment> AdoptListenerMarker(int marker_fd);
-
 }  // namespace vsocket::fifo
 
 #endif  // VSOCKET_FIFO_BRIDGE_SHM_PROVIDER_H_

@@ -6,8 +6,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <sys/un.h>
-#include <stddef.h>
 #include <unistd.h>
 
 #include <climits>
@@ -15,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "fifo_bridge/shm_provider.h"
 #include "vsocket/provider_registry.h"
 #include "preload/descriptors.h"
 #include "preload/exec_handover.h"
@@ -144,50 +141,38 @@ bool IsListeningInetSocket(int fd) {
          SocketOption(fd, SO_ACCEPTCONN) == 1;
 }
 
-bool IsListenerMarker(int fd) {
-  struct sockaddr_un addr {};
-  socklen_t len = sizeof(addr);
-  return SocketOption(fd, SO_DOMAIN) == AF_UNIX &&
-         SocketOption(fd, SO_TYPE) == SOCK_STREAM &&
-         SocketOption(fd, SO_ACCEPTCONN) == 1 &&
-         sys::getsockname(fd, reinterpret_cast<struct sockaddr*>(&addr), &len) == 0 &&
-         len >= offsetof(struct sockaddr_un, sun_path) + 8 &&
-         addr.sun_path[0] == '\0' && std::memcmp(addr.sun_path + 1, "vsk1/L/", 7) == 0;
-}
-
-// "listen,<marker|-1>,<fds>"
+// "listen,-1,<fds>" or "listen,<transport>,<field>...,<fds>"
 const char* AdoptListener(const InheritedEntry& entry,
                           std::vector<int>* named) {
   std::vector<int> fds;
-  int marker = -1;
-  if (entry.field_count != 3 || !ParseInheritedFd(entry.fields[0], true, &marker) ||
+  std::vector<int> private_fds;
+  bool described = entry.field_count >= 3 && entry.fields[0] != "-1";
+  TransportProvider* provider = described ? ProviderNamed(entry.fields[0].c_str())
+                                          : nullptr;
+  if (provider && !(provider->capabilities() & kCapExecHandover)) provider = nullptr;
+  std::vector<std::string> fields;
+  if (provider) fields.assign(entry.fields.begin() + 1, entry.fields.end());
+  if (entry.field_count < 3 || (!described && entry.field_count != 3) ||
+      (described && (!provider || !provider->ListenerExecDescriptors(fields, &private_fds))) ||
       !ParseNumbers(entry.numbers, &fds))
     return "malformed listener entry";
   if (!IsListeningInetSocket(fds.front())) return "not a listening TCP socket";
   std::vector<int> all = fds;
-  if (marker >= 0) all.push_back(marker);
+  all.insert(all.end(), private_fds.begin(), private_fds.end());
   std::vector<int> entry_named;
   if (!NamedOnce(&entry_named, all)) return "a number appears twice";
   if (!NamedOnce(named, all)) return "a number appears in two entries";
+  // The described attachment is adopted; the others attach afresh, as
+  // listen() would have.  One that fails its checks is left alone: the
+  // listener still works.
   const char* problem = nullptr;
-  if (marker >= 0 && !IsListenerMarker(marker)) {
-    problem = "not a listener marker";  // left alone; the listener still works
-    marker = -1;
-  }
-  // The marker is the shared-memory provider's attachment; the others
-  // attach afresh, as listen() would have.
   ListenerAttachments attachments;
-  if (marker >= 0) {
-    marker = sys::MovePrivate(marker);
-    sys::fcntl(marker, F_SETFD, FD_CLOEXEC);
+  if (provider) {
     attachments.resize(Providers().size());
     for (size_t i = 0; i < attachments.size(); ++i) {
-      if (Providers()[i] == fifo::ShmProvider()) {
-        attachments[i] = fifo::AdoptListenerMarker(marker);
-        marker = -1;
-      }
+      if (Providers()[i] == provider)
+        attachments[i] = provider->AdoptListenerFromExec(fields, &problem);
     }
-    if (marker >= 0) sys::close(marker);  // policy: no shared memory
   }
   RegisterListener(fds, std::move(attachments));
   return problem;

@@ -2,16 +2,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stddef.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 
-#include "fifo_bridge/shm_provider.h"
 #include "preload/descriptors.h"
 #include "preload/epoll_set.h"
 #include "preload/exec_handover.h"
@@ -20,6 +17,7 @@
 #include "base/real_libc.h"
 #include "vsocket/config.h"
 #include "vsocket/live_stats.h"
+#include "vsocket/provider_registry.h"
 #include "vsocket/socket_table.h"
 #include "vsocket/virtual_socket.h"
 
@@ -132,18 +130,10 @@ void ReplaceWithResetSocket(int fd) {
 }
 
 bool IsVsocketWaitSocket(int fd) {
-  int type = 0;
-  socklen_t type_len = sizeof(type);
-  struct sockaddr_un addr {};
-  socklen_t len = sizeof(addr);
-  if (sys::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) != 0 ||
-      type != SOCK_DGRAM ||
-      sys::getsockname(fd, reinterpret_cast<struct sockaddr*>(&addr), &len) != 0 ||
-      addr.sun_family != AF_UNIX ||
-      len < offsetof(struct sockaddr_un, sun_path) + 6) {
-    return false;
+  for (TransportProvider* p : Providers()) {
+    if (p->IsUserDescriptor(fd)) return true;
   }
-  return addr.sun_path[0] == '\0' && std::memcmp(addr.sun_path + 1, "vsk1/", 5) == 0;
+  return false;
 }
 
 void ExecExport::Prepare(char* const* envp) {
@@ -224,12 +214,19 @@ bool ExecExport::Export(const std::shared_ptr<VirtualSocket>& vs,
   std::string entry;
   Exported exported{vs};
   if (vs->state() == VirtualSocket::State::kListening) {
-    int marker = -1;
-    for (const auto& attachment : vs->listeners()) {
-      if (marker < 0 && attachment) marker = fifo::ListenerMarkerOf(attachment.get());
+    // The first attachment that crosses exec goes with its provider's
+    // name; the others attach afresh in the new image.
+    entry = "listen,-1,";
+    const ListenerAttachments& attachments = vs->listeners();
+    for (size_t i = 0; i < attachments.size() && i < Providers().size(); ++i) {
+      std::vector<std::string> fields;
+      std::vector<int> keep;
+      if (!attachments[i] || !attachments[i]->DescribeForExec(&fields, &keep)) continue;
+      for (int fd : keep) ClearCloexec(fd);
+      entry = std::string("listen,") + Providers()[i]->name() + ",";
+      for (const std::string& field : fields) entry += field + ",";
+      break;
     }
-    if (marker >= 0) ClearCloexec(marker);
-    entry = "listen," + std::to_string(marker) + ",";
   } else if (vs->state() == VirtualSocket::State::kConnected) {
     Transport* t = vs->TransportFinishingConnect(inherited.front());
     // Kernel TCP needs nothing (the descriptor is the connection); a

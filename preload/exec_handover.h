@@ -10,12 +10,13 @@
 //          a connection of a transport with kCapExecHandover: its
 //          provider's name, the fields its Transport::DescribeForExec()
 //          wrote, and the application's numbers for it, the first of which
-//          becomes Transport::user_fd().  Shared memory (fifo_bridge/):
-//          shm,<c|s>,<segment>,<side>,<tcp>,<fds>: the role and its
-//          private descriptors (segment file, SideState memfd or "-",
-//          liveness TCP socket);
-//          listen,<marker|-1>,<fd>[+<fd>...]
-//          a listening virtual socket and its listener marker.
+//          becomes Transport::user_fd();
+//          listen,<transport|-1>,<field>,...,<fd>[+<fd>...]
+//          a listening virtual socket, the provider of the first of its
+//          attachments that crosses exec and the fields its
+//          ListenerAttachment::DescribeForExec() wrote ("-1" and no
+//          fields: none does).  docs/PROTOCOL.md spells out each
+//          provider's fields.
 //
 // Old image (ExecExport, from the exec wrappers): a connection that the new
 // image inherits (at least one of its numbers has no FD_CLOEXEC) is not
@@ -35,18 +36,14 @@
 // reset, as a non-preloaded image would see them; descriptors that are not
 // what the entry says are never touched.
 //
-// The listener entry is the shared-memory provider's marker (the one
-// listener attachment that survives exec); the other providers attach
-// afresh in the new image.
+// A listener's other attachments are made afresh in the new image.
 // Who owns which descriptor: the application's numbers are the
 // application's, before and after.  In the old image the private ones stay
-// owned by the objects that own them anyway (ShmSegment: the segment file;
-// ShmTransport: the SideState memfd and the liveness TCP socket;
-// VirtualSocket: a listener's marker); ExecExport only flips
-// their FD_CLOEXEC, and the kernel carries them into the new image, where
-// ShmTransport::AdoptInherited (or, for a marker, the adopted
-// VirtualSocket) takes them over, and closes those of an entry that fails
-// its deeper checks.  A descriptor that is not of the kind its entry says
+// owned by the transports and listener attachments that own them anyway;
+// ExecExport only flips their FD_CLOEXEC, and the kernel carries them into
+// the new image, where the provider's AdoptFromExec or
+// AdoptListenerFromExec takes them over, and closes those of an entry that
+// fails its deeper checks.  A descriptor that is not of the kind its entry says
 // is never closed or changed.
 //
 // Threads: ExecExport belongs to the thread that calls exec; other threads
@@ -122,7 +119,8 @@ bool AdoptReceivedListener(int fd);
 void ReplaceWithResetSocket(int fd);
 // A new such socket (close-on-exec), or -1.
 int OpenResetSocket();
-// True when `fd` is a Unix datagram socket bound to a vsocket name.
+// True when a provider recognises `fd` as one of its fabric's user
+// descriptors (TransportProvider::IsUserDescriptor).
 bool IsVsocketWaitSocket(int fd);
 
 }  // namespace vsocket::preload

@@ -4,8 +4,7 @@
 // (one object per stack that makes its connected_socket_impls) and of eRPC's
 // transport per fabric.
 //
-// A provider lives in its backend's folder (fifo_bridge/shm_provider.h,
-// rdma_backend/rdma_provider.h) and is registered, in priority order, by the
+// A provider lives in its backend's folder and is registered, in priority order, by the
 // library's one assembly file (providers/builtin_providers.cc).  The core
 // owns the objects a provider returns (PendingConnection,
 // ListenerAttachment, Transport) and calls them; the provider keeps its
@@ -102,6 +101,18 @@ class ListenerAttachment {
     (void)accepted_fd;
     (void)ends;
   }
+
+  // Hand-over across exec, in the old image (preload/exec_handover.h): the
+  // text fields (no ',' or ';') from which the provider's
+  // AdoptListenerFromExec rebuilds this attachment in the new image, and
+  // the private descriptors the new image must inherit for it.  false: not
+  // handed over (the new image attaches afresh, as listen() would).
+  virtual bool DescribeForExec(std::vector<std::string>* fields,
+                               std::vector<int>* keep) {
+    (void)fields;
+    (void)keep;
+    return false;
+  }
 };
 
 class TransportProvider {
@@ -162,6 +173,32 @@ class TransportProvider {
     (void)user_fd;
     *why = "this transport is not handed over across exec";
     return nullptr;
+  }
+  // A listener's attachment: the private descriptors that `fields` (from
+  // ListenerAttachment::DescribeForExec) names.  false: malformed.
+  virtual bool ListenerExecDescriptors(const std::vector<std::string>& fields,
+                                       std::vector<int>* fds) {
+    (void)fields;
+    (void)fds;
+    return false;
+  }
+  // Rebuilds a listener's attachment, taking over the descriptors
+  // ListenerExecDescriptors() named once they check out (one not of the
+  // kind described is left alone).  nullptr with *why on failure.  Runs
+  // once, on the library constructor's thread.
+  virtual std::unique_ptr<ListenerAttachment> AdoptListenerFromExec(
+      const std::vector<std::string>& fields, const char** why) {
+    (void)fields;
+    *why = "this transport's listeners are not handed over across exec";
+    return nullptr;
+  }
+  // True when `fd` is, by its kind and name alone, a user descriptor this
+  // fabric makes for its connections (not necessarily one of this
+  // process's): what a failed hand-over or move to TCP must not leave
+  // behind.  Any thread; never blocks.
+  virtual bool IsUserDescriptor(int fd) const {
+    (void)fd;
+    return false;
   }
 };
 
