@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "base/private_fd.h"
-#include "vsocket/config.h"
+#include "fifo_bridge/shm_config.h"
 
 namespace vsocket::fifo {
 namespace {
@@ -23,10 +23,10 @@ constexpr long Fds(uint64_t counts) { return static_cast<long>(counts & 0xffffff
 // Adds `connections` and `fds` if the result fits the caps (or `force`).
 bool Add(long connections, long fds, bool force, FallbackReason* why) {
   long max_connections = -1;  // -1: no cap
-  if (uint32_t most = GetConfig().max_shm_connections) max_connections = most;
+  if (uint32_t most = GetShmConfig().max_shm_connections) max_connections = most;
   sys::PrivateFdRange range = sys::CurrentPrivateFdRange();
   long max_fds = std::max(
-      0L, range.shares_app_table ? range.soft_limit * GetConfig().fd_share_percent / 100
+      0L, range.shares_app_table ? range.soft_limit * GetShmConfig().fd_share_percent / 100
                                  : range.room_above - kPrivateFdsForProcess);
   uint64_t now = g_counts.load(std::memory_order_relaxed);
   uint64_t next;

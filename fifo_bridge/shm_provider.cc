@@ -16,6 +16,7 @@
 #include "fifo_bridge/offer_hand_out.h"
 #include "fifo_bridge/rendezvous.h"
 #include "fifo_bridge/sharing_policy.h"
+#include "fifo_bridge/shm_config.h"
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/shm_transport.h"
 #include "vsocket/config.h"
@@ -502,6 +503,7 @@ TransportProvider* ShmProvider() {
     // the environment is the one the user gave: nginx empties its workers'
     // environment before they accept.
     GetSharingPolicy();
+    GetShmConfig();
     return new ShmTransportProvider();
   }();
   return provider;

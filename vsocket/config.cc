@@ -89,20 +89,10 @@ Config ParseConfig(ConfigLookup lookup, void* context) {
     else if (!std::strcmp(v, "keep")) config.stdio_on_tcp = false;
     else WarnConfigValue("VSOCKET_STDIO", v, "expected tcp or keep; using tcp");
   }
-  if (const char* v = get("VSOCKET_FD_SHARE")) {
-    uint64_t percent = 0;
-    if (ParseConfigSize(v, &percent) && percent <= 90) config.fd_share_percent = static_cast<uint32_t>(percent);
-    else WarnConfigValue("VSOCKET_FD_SHARE", v, "expected a percentage 0..90");
-  }
   if (const char* v = get("VSOCKET_SHORT_CALLS")) {
     uint64_t n = 0;
     if (ParseConfigSize(v, &n) && n <= 1024) config.short_calls = static_cast<uint32_t>(n);
     else WarnConfigValue("VSOCKET_SHORT_CALLS", v, "expected 0..1024");
-  }
-  if (const char* v = get("VSOCKET_MAX_SHM_CONNECTIONS")) {
-    uint64_t n = 0;
-    if (ParseConfigSize(v, &n) && n <= (1u << 24)) config.max_shm_connections = static_cast<uint32_t>(n);
-    else WarnConfigValue("VSOCKET_MAX_SHM_CONNECTIONS", v, "expected 0..16777216");
   }
   if (const char* v = get("VSOCKET_SPIN_THREADS")) {
     uint64_t n = 0;

@@ -37,18 +37,11 @@ struct Config {
   // stdio_descriptor).  false ("keep") leaves it on its transport: for
   // inetd-style programs known to use read(2)/write(2) only.
   bool stdio_on_tcp = true;             // VSOCKET_STDIO=tcp|keep
-  // When vsocket's own descriptors must come out of the application's
-  // RLIMIT_NOFILE (its hard limit equals the soft one), the percentage of
-  // that limit they may take (fifo_bridge/descriptor_budget.h).
-  uint32_t fd_share_percent = 12;       // VSOCKET_FD_SHARE
   // A client connection that moved data in fewer calls than this is
   // short; after a few in a row to one destination, new ones to it stay on
   // kernel TCP (short_lived; vsocket/connection_history.h).  0: never;
   // at most 1024.
   uint32_t short_calls = 16;            // VSOCKET_SHORT_CALLS
-  // Shared-memory connections this process may hold at once (0: no cap
-  // but the descriptors'); past it, kernel TCP (connection_limit).
-  uint32_t max_shm_connections = 0;     // VSOCKET_MAX_SHM_CONNECTIONS
   // Threads of a process that may busy-poll in the interposed waits at
   // once (vsocket/poller_slots.h); 0: half the online CPUs, at least 1.
   uint32_t spin_threads = 0;            // VSOCKET_SPIN_THREADS
@@ -79,7 +72,7 @@ using ConfigLookup = const char* (*)(const char* name, void* context);
 Config ParseConfig(ConfigLookup lookup, void* context);
 
 // For providers that read VSOCKET_* variables of their own, once, in the
-// same way (rdma_backend/rdma_config.cc).
+// same way (each keeps its settings in its own folder).
 // Parses "123", "64K", "1M", "1G" (binary units); false on junk: a sign,
 // blanks, other suffixes, or a value that does not fit 64 bits.
 bool ParseConfigSize(const char* text, uint64_t* out);

@@ -1,5 +1,6 @@
-// Configuration values (vsocket/config.h): ParseConfigSize on any text, and
-// ParseConfig on any set of VSOCKET_* values, as a user's environment could
+// Configuration values (vsocket/config.h, fifo_bridge/shm_config.h):
+// ParseConfigSize on any text, and ParseConfig and ParseShmConfig on any
+// set of VSOCKET_* values, as a user's environment could
 // hold them.
 //
 // Checks: ParseConfigSize accepts exactly <digits>[kKmMgG] whose value fits
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fifo_bridge/shm_config.h"
 #include "fuzz_input.h"
 #include "vsocket/config.h"
 
@@ -93,8 +95,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   vsocket::Config config = vsocket::ParseConfig(Lookup, &values);
   FUZZ_CHECK(vsocket::IsValidRingBytes(config.ring_bytes));
   FUZZ_CHECK(config.spin_us <= 1000000);
-  FUZZ_CHECK(config.fd_share_percent <= 90);
-  FUZZ_CHECK(config.max_shm_connections <= (1u << 24));
+  vsocket::fifo::ShmConfig shm = vsocket::fifo::ParseShmConfig(Lookup, &values);
+  FUZZ_CHECK(shm.fd_share_percent <= 90);
+  FUZZ_CHECK(shm.max_shm_connections <= (1u << 24));
   FUZZ_CHECK(config.claim_timeout_ms >= 1 && config.claim_timeout_ms <= 600000);
   FUZZ_CHECK(config.log_level >= vsocket::LogLevel::kError &&
              config.log_level <= vsocket::LogLevel::kDebug);
