@@ -1,6 +1,6 @@
 // vsocket-run: runs a program with libvsocket_preload.so preloaded.
 //
-//   vsocket-run [--transport auto|shm|rdma|toe|tcp] [--spin-us N] [--ring-size S]
+//   vsocket-run [--transport auto|<transport>|tcp] [--spin-us N] [--ring-size S]
 //               [--claim-timeout-ms N] [--stats] [--log LEVEL] [--]
 //               program [args...]
 //
@@ -20,23 +20,52 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace {
 
 constexpr char kLibrary[] = "libvsocket_preload.so";
 
+// "auto", each transport the build declares (VSOCKET_RUN_TRANSPORTS, from
+// the backends' CMake declarations) and "tcp", in that order.
+std::vector<std::string> Transports() {
+  std::vector<std::string> names = {"auto"};
+  std::string list = VSOCKET_RUN_TRANSPORTS;
+  for (size_t start = 0; start < list.size();) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    if (end > start) names.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  names.push_back("tcp");
+  return names;
+}
+
+// The names joined: "a|b|c" for " | ", "a, b or c" for ", ".
+std::string TransportChoices(const char* style) {
+  std::vector<std::string> names = Transports();
+  bool prose = style[0] == ',';
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) out += !prose ? "|" : i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
 void Usage(FILE* out) {
   fprintf(out,
           "usage: vsocket-run [options] [--] program [args...]\n"
           "Runs program with the vsocket LD_PRELOAD interposer.\n"
-          "  --transport auto|shm|rdma|toe|tcp  path policy (VSOCKET_TRANSPORT)\n"
+          "  --transport %s  path policy (VSOCKET_TRANSPORT)\n"
           "  --spin-us N               busy-poll budget in microseconds (VSOCKET_SPIN_US)\n"
           "  --ring-size S             ring bytes per direction, e.g. 1M (VSOCKET_RING_SIZE)\n"
           "  --claim-timeout-ms N      unclaimed-offer timeout (VSOCKET_CLAIM_TIMEOUT_MS)\n"
           "  --stats                   print the statistics JSON line at exit (VSOCKET_STATS=1)\n"
           "  --log LEVEL               error|warn|info|debug (VSOCKET_LOG)\n"
           "  --library PATH            use this libvsocket_preload.so\n"
-          "  -h, --help                this text\n");
+          "  -h, --help                this text\n",
+          TransportChoices("|").c_str());
 }
 
 [[noreturn]] void Die(const char* fmt, const char* arg) {
@@ -125,8 +154,10 @@ int main(int argc, char** argv) {
       setenv("VSOCKET_STATS", "1", 1);
     } else if (name == "--transport") {
       const char* v = need_value();
-      if (!OneOf(v, {"auto", "shm", "rdma", "toe", "tcp"}))
-        Die("--transport must be auto, shm, rdma, toe or tcp, not '%s'", v);
+      bool known = false;
+      for (const std::string& t : Transports()) known |= t == v;
+      if (!known)
+        Die(("--transport must be " + TransportChoices(", ") + ", not '%s'").c_str(), v);
       setenv("VSOCKET_TRANSPORT", v, 1);
     } else if (name == "--spin-us") {
       const char* v = need_value();
