@@ -21,7 +21,7 @@ inline std::atomic<int> g_background_threads_starting{0};
 // except the synchronous fault signals: a SIGBUS (or SIGSEGV ...) raised by
 // this thread's own access while blocked kills the process whatever the
 // handler, and the liveness watcher touches the shared segments, whose
-// pages a peer can take away (fifo_bridge/segment_fault_guard.h).
+// pages a peer can take away (shared memory's segment fault guard).
 template <typename Body>
 void StartBackgroundThread(Body body) {
   sigset_t all, old;

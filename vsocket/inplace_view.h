@@ -1,8 +1,7 @@
 // InPlaceView: the state of the explicit API's in-place view of one
 // connection (Transport::RecvInPlace / ReleaseInPlace), shared by every
 // implementation of it: the copying default (inplace_copy.h), the shm ring
-// (fifo_bridge/shm_zerocopy.cc) and the RDMA ring
-// (rdma_backend/rdma_transport_zerocopy.cc).  The rules it keeps: one view
+// and the RDMA ring.  The rules it keeps: one view
 // per connection; while one is outstanding, or another thread is still
 // waiting for data to make one, a second RecvInPlace fails with EBUSY; a
 // release must name at most the view's length, and only once the view

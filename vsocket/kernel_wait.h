@@ -25,7 +25,7 @@ void BeforeKernelWait();
 // Before any wait -- a look or a sleep -- for descriptors vsocket gave the
 // application (the interposed poll/select/epoll_wait, vsocket_poll, a
 // blocking send or receive): bytes a transport accepted but holds back
-// (RDMA's corked sends, rdma_backend/rdma_channel.h) go out first, so no
+// (RDMA's corked sends) go out first, so no
 // wait waits for bytes its own process has not sent.  BeforeKernelWait()
 // does it too.  Any thread; one relaxed atomic load when nothing is held
 // back.

@@ -18,7 +18,7 @@
 //    "user_region_bytes":67108864}}
 // Transports and reasons with a zero count are left out.  Providers add
 // sections of their own after fallback_reasons (RegisterStatsSection):
-// rdma_registered (rdma_backend/rdma_stats.h) appears once an RDMA
+// rdma_registered (RDMA's stats section) appears once an RDMA
 // connection existed, user_region_bytes only while registered application
 // buffers are.
 #ifndef VSOCKET_VSOCKET_STATS_H_

@@ -1,6 +1,6 @@
 // The POSIX rules of send/recv/sendmsg/recvmsg on a connected SOCK_STREAM
 // socket, written once for every transport that moves bytes itself
-// (fifo_bridge/ShmTransport, rdma_backend/RdmaTransport): partial counts,
+// (ShmTransport, RdmaTransport): partial counts,
 // EAGAIN, MSG_DONTWAIT, MSG_WAITALL, MSG_PEEK, MSG_NOSIGNAL/SIGPIPE, the
 // SO_SNDTIMEO/SO_RCVTIMEO deadline, EINTR, zero-length calls, MSG_OOB and
 // the msghdr fields a receive reports.

@@ -1,7 +1,7 @@
 // The interface every transport implements: kernel TCP (vsocket/), and one
-// per provider (vsocket/transport_provider.h): the intra-host shared-memory
-// rings (fifo_bridge/), RDMA (rdma_backend/), and the TCP offload engine
-// slot (toe_backend/).  One Transport object carries one connected stream
+// per provider (vsocket/transport_provider.h), each in its backend's
+// folder: the intra-host shared-memory rings, RDMA, and the TCP offload
+// engine slot.  One Transport object carries one connected stream
 // socket, in the spirit of Seastar's connected_socket_impl.
 //
 // Contract for implementations:
