@@ -143,6 +143,10 @@ void SendHeldPair(VsocketPair& c) {
     setsockopt(c.peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ASSERT_EQ(recv(c.peer, buf, 2, MSG_WAITALL), 2);
     ASSERT_EQ(std::string(buf, 2), "12");
+    // Another call on the connection ends the run (without a wait, which
+    // would send other connections' held bytes): the next attempt's first
+    // send must not be held as the continuation of this one's second.
+    ASSERT_EQ(vsocket_recv(c.fd, buf, 1, MSG_DONTWAIT), -1);
   }
   FAIL() << "100 pairs of sends in a row came further apart than the run gap";
 }
