@@ -21,9 +21,10 @@ void NoteHeldBackBytes() {
 }
 
 void BeforeWait() {
-  // A plain store, not an atomic increment: only "it changed" matters.
-  g_wait_epoch.store(g_wait_epoch.load(std::memory_order_relaxed) + 1,
-                     std::memory_order_relaxed);
+  // An atomic increment: a load and a store could put back a value other
+  // threads had already moved past, and a reader comparing two samples
+  // would miss the waits between them.
+  g_wait_epoch.fetch_add(1, std::memory_order_relaxed);
   if (!g_held_back.load(std::memory_order_relaxed)) return;
   // Cleared first: bytes held back meanwhile set it again.
   g_held_back.store(false, std::memory_order_seq_cst);

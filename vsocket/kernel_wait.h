@@ -31,7 +31,7 @@ void BeforeKernelWait();
 // back.
 void BeforeWait();
 // Changes with every BeforeWait() of the process (any thread; relaxed,
-// increments may be lost to a race but never all of them).  A transport
+// never back to an earlier value).  A transport
 // that holds back a send only within a burst uses it to see that the
 // program waited -- for readiness or an error -- since its last send.
 uint64_t WaitEpoch();
