@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <sys/syscall.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -32,37 +31,6 @@ bool RunGuarded(void (*run)(void*), void* arg) {
 
 }  // namespace user_copy_internal
 
-#if VSOCKET_COPY_USER_BY_LANDING
-// size_t vsocket_copy_user_bytes_left(void* dst, const void* src, size_t n):
-// the bytes not copied.  A fault can happen only at the `rep movsb`, which
-// leaves RCX = the bytes left; the handler moves the program counter to the
-// landing, which returns them (0 when the copy finished).  Hidden: the
-// preload library exports nothing of it.
-asm(R"(
-    .text
-    .p2align 4
-    .globl vsocket_copy_user_bytes_left
-    .hidden vsocket_copy_user_bytes_left
-    .type vsocket_copy_user_bytes_left, @function
-vsocket_copy_user_bytes_left:
-    .cfi_startproc
-    movq %rdx, %rcx
-    .globl vsocket_copy_user_insn
-    .hidden vsocket_copy_user_insn
-vsocket_copy_user_insn:
-    rep movsb
-    .globl vsocket_copy_user_landing
-    .hidden vsocket_copy_user_landing
-vsocket_copy_user_landing:
-    movq %rcx, %rax
-    ret
-    .cfi_endproc
-    .size vsocket_copy_user_bytes_left, .-vsocket_copy_user_bytes_left
-)");
-extern "C" const char vsocket_copy_user_insn[];
-extern "C" const char vsocket_copy_user_landing[];
-#endif
-
 namespace {
 
 PreviousSignalHandler g_previous_segv;
@@ -76,33 +44,19 @@ void Handler(int sig, siginfo_t* info, void* context) {
     errno = saved;
     return;
   }
-  if (RecoverUserCopyFault(sig, info, context)) {
-    errno = saved;
-    return;
-  }
+  RecoverUserCopyFault(sig, info);
   errno = saved;
   (sig == SIGSEGV ? g_previous_segv : g_previous_bus).Forward(sig, info, context);
 }
 
 }  // namespace
 
-bool RecoverUserCopyFault(int sig, const siginfo_t* info, void* context) {
+void RecoverUserCopyFault(int sig, const siginfo_t* info) {
   using user_copy_internal::t_frame;
-  if (sig != SIGSEGV && sig != SIGBUS) return false;
-  if (info == nullptr || info->si_code <= 0) return false;  // sent, not a fault
-#if VSOCKET_COPY_USER_BY_LANDING
-  if (context != nullptr) {
-    greg_t& pc = static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP];
-    if (pc == reinterpret_cast<greg_t>(vsocket_copy_user_insn)) {
-      pc = reinterpret_cast<greg_t>(vsocket_copy_user_landing);
-      return true;
-    }
-  }
-#else
-  (void)context;
-#endif
+  if (sig != SIGSEGV && sig != SIGBUS) return;
+  if (info == nullptr || info->si_code <= 0) return;  // sent, not a fault
   user_copy_internal::Frame* frame = t_frame;
-  if (frame == nullptr) return false;
+  if (frame == nullptr) return;
   // The kernel blocked `sig` for the handler; the jump skips its return.
   sigset_t unblock;
   sigemptyset(&unblock);

@@ -27,7 +27,6 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stddef.h>
-#include <stdint.h>
 
 namespace vsocket {
 
@@ -59,32 +58,6 @@ bool GuardedUserCopy(Fn&& copy) {
       [](void* f) { (*static_cast<Fn*>(f))(); }, &copy);
 }
 
-// Whether CopyUserBytes is the one-instruction copy with a fault landing
-// (x86-64; not under ASan/TSan, which must see the copy as a memcpy).
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define VSOCKET_COPY_USER_BY_LANDING 1
-extern "C" size_t vsocket_copy_user_bytes_left(void* dst, const void* src, size_t n);
-#else
-#define VSOCKET_COPY_USER_BY_LANDING 0
-#endif
-
-// Copies `n` bytes between `src` and `dst`, either of which may be the
-// caller's memory.  Returns the bytes copied: `n`, or fewer when a bad
-// pointer stopped the copy (what it wrote before stays written).  On
-// x86-64 the copy is one `rep movsb` whose fault the guard's handler
-// resumes at a landing that returns the count left, as the kernel's
-// copy_from_user does with its exception table: no recovery point is set
-// up, so it costs what memcpy costs.  Elsewhere, GuardedUserCopy around
-// memcpy (0 or `n`).
-// REQUIRES: InstallUserCopyGuard() ran, or a fault is fatal as without it.
-inline size_t CopyUserBytes(void* dst, const void* src, size_t n) {
-#if VSOCKET_COPY_USER_BY_LANDING
-  return n - vsocket_copy_user_bytes_left(dst, src, n);
-#else
-  return GuardedUserCopy([&] { __builtin_memcpy(dst, src, n); }) ? n : 0;
-#endif
-}
-
 // The kernel's get_user/copy_to_user for the few values vsocket answers
 // itself (an ioctl's int, a getsockopt's value and length): false, having
 // set errno to EFAULT, when the caller's pointer is bad.  Install the guard.
@@ -99,12 +72,10 @@ inline bool CopyToUser(void* to, const void* from, size_t n) {
 }
 
 // Async-signal-safe; for signal handlers that stand in front of the guard's
-// (the interposer's trampoline); `context` is the handler's third argument.
-// True when `info` was a fault of CopyUserBytes: `context` now resumes at
-// its landing, and the handler must return at once.  Does not return when
-// it was a fault inside a guarded copy of this thread (the copy's
-// GuardedUserCopy returns false).  False otherwise, having changed nothing.
-bool RecoverUserCopyFault(int sig, const siginfo_t* info, void* context);
+// (the interposer's trampoline).  Does not return when `info` is a fault
+// inside a guarded copy of this thread (the copy's GuardedUserCopy returns
+// false); returns otherwise, having changed nothing.
+void RecoverUserCopyFault(int sig, const siginfo_t* info);
 
 }  // namespace vsocket
 
