@@ -324,6 +324,9 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
                  : vsocket::PrepareOffer(fd, addr, len, &pending, &rule_line);
     vs->set_rule_line(rule_line);
   }
+  // Until the transport is set, another thread's call on `fd` waits for
+  // it rather than read the kernel socket or the wait socket.
+  if (pending) vs->BeginConnect();
   int rc = sys::connect(fd, addr, len);
   if (rc != 0 && errno == EINPROGRESS && pending) {
     int outcome = WaitLocalHandshake(fd, pending->handshake_wait_ms());
@@ -352,6 +355,7 @@ int vsocket_connect(int fd, const struct sockaddr* addr, socklen_t len) {
     } else {
       pending.reset();  // a failed connect withdraws the offer
     }
+    vs->EndConnect();
     errno = saved;
     return -1;
   }

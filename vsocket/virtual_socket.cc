@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <new>
@@ -11,6 +13,7 @@
 #include "vsocket/config.h"
 #include "vsocket/live_stats.h"
 #include "vsocket/stats.h"
+#include "vsocket/wait.h"
 
 namespace vsocket {
 
@@ -64,6 +67,31 @@ void VirtualSocket::ReleaseTransportChangesAfterFork(bool in_child) {
   }
 }
 
+void VirtualSocket::BeginConnect() {
+  connecting_tid_.store(static_cast<pid_t>(::syscall(SYS_gettid)),
+                        std::memory_order_release);
+}
+
+void VirtualSocket::EndConnect() {
+  connecting_tid_.store(0, std::memory_order_release);
+}
+
+void VirtualSocket::WaitForConnectingThread() {
+  const pid_t tid = connecting_tid_.load(std::memory_order_acquire);
+  if (tid == 0 || tid == static_cast<pid_t>(::syscall(SYS_gettid))) return;
+  // The kernel's handshake and then the provider's setup: microseconds on
+  // this host, a round trip to another.  Bounded all the same (a peer that
+  // does not answer the SYN; a fork child inherits the mark with no thread
+  // to clear it): then the kernel answers, as before the connect ended.
+  const int64_t give_up = MonotonicNs() + 2'000'000'000;
+  while (connecting_tid_.load(std::memory_order_acquire) == tid &&
+         transport_.load(std::memory_order_acquire) == nullptr &&
+         MonotonicNs() < give_up) {
+    struct timespec pause = {0, 20'000};
+    ::nanosleep(&pause, nullptr);
+  }
+}
+
 void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport,
                                  const ConnectionEndpoints* ends) {
   std::shared_lock<std::shared_mutex> no_fork_meanwhile(g_transport_changes);
@@ -95,6 +123,7 @@ void VirtualSocket::SetTransport(std::unique_ptr<Transport> transport,
   transport_owner_ = std::move(transport);
   pending_.reset();
   state_.store(State::kConnected, std::memory_order_release);
+  connecting_tid_.store(0, std::memory_order_release);
 }
 
 void VirtualSocket::NoteBufferSizesSet(uint32_t which) {
@@ -167,6 +196,11 @@ Transport* VirtualSocket::TransportFinishingConnect(int fd) {
   if (transport) {
     if (transport->successor() == nullptr) [[likely]] return transport;
     return AdoptSuccessor();
+  }
+  if (connecting_tid_.load(std::memory_order_acquire) != 0) [[unlikely]] {
+    WaitForConnectingThread();
+    transport = transport_.load(std::memory_order_acquire);
+    if (transport) return transport->successor() ? AdoptSuccessor() : transport;
   }
   if (state() != State::kConnecting) return nullptr;
   // A non-blocking connect was in flight: has the kernel finished it?

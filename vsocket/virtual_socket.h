@@ -17,6 +17,8 @@
 #ifndef VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
 #define VSOCKET_VSOCKET_VIRTUAL_SOCKET_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -48,6 +50,17 @@ class VirtualSocket {
   // moves, shared-memory or RDMA setup).  If the transport was retired,
   // takes its successor over and returns that.  Any thread.
   Transport* TransportFinishingConnect(int fd);
+
+  // A blocking connect() with a provider's offer runs on `fd` (set by the
+  // connecting thread before the kernel's connect, cleared by
+  // SetTransport or EndConnect).  Meanwhile the number names the kernel
+  // TCP socket, then a provider's wait socket, neither of which carries
+  // the stream: TransportFinishingConnect on another thread waits for the
+  // transport instead (a thread that read there got the liveness
+  // connection's reset, or a wake-up byte, where kernel TCP gives the
+  // stream).  The connecting thread never waits on itself.
+  void BeginConnect();
+  void EndConnect();
 
   // Called by connect/accept once the path is chosen.  Takes ownership.
   // `ends`: the addresses connect/accept already know, for the live page
@@ -167,8 +180,15 @@ class VirtualSocket {
   // returns the newest.  Slow path of TransportFinishingConnect.
   Transport* AdoptSuccessor();
 
+  // Waits (bounded) while another thread's blocking connect sets the
+  // transport up; slow path of TransportFinishingConnect.
+  void WaitForConnectingThread();
+
   std::unique_ptr<Transport> transport_owner_;
   std::atomic<Transport*> transport_{nullptr};
+  // The thread inside a blocking connect() with an offer (BeginConnect),
+  // 0 when none.
+  std::atomic<pid_t> connecting_tid_{0};
   // Transports replaced by their successor, oldest first: kept alive (and
   // released) until the socket dies, for callers still inside them.
   std::vector<std::unique_ptr<Transport>> retired_;
