@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,8 +67,7 @@ void VirtualSocket::ReleaseTransportChangesAfterFork(bool in_child) {
 }
 
 void VirtualSocket::BeginConnect() {
-  connecting_tid_.store(static_cast<pid_t>(::syscall(SYS_gettid)),
-                        std::memory_order_release);
+  connecting_tid_.store(::gettid(), std::memory_order_release);
 }
 
 void VirtualSocket::EndConnect() {
@@ -78,7 +76,7 @@ void VirtualSocket::EndConnect() {
 
 void VirtualSocket::WaitForConnectingThread() {
   const pid_t tid = connecting_tid_.load(std::memory_order_acquire);
-  if (tid == 0 || tid == static_cast<pid_t>(::syscall(SYS_gettid))) return;
+  if (tid == 0 || tid == ::gettid()) return;
   // The kernel's handshake and then the provider's setup: microseconds on
   // this host, a round trip to another.  Bounded all the same (a peer that
   // does not answer the SYN; a fork child inherits the mark with no thread
