@@ -268,8 +268,8 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
       return revoked();
     }
     // kRevoked by the server: it declined (its side could not be set up)
-    // and consumed nothing; the replay below is ours to do.  (This used to
-    // return here, and the client waited on its ring forever.)
+    // and consumed nothing; the replay below is ours to do (returning here
+    // would leave the client waiting on its ring forever).
     if (expected != kRevoked) return revoked();
   }
   // Nobody consumed the ring: replay [0, head) into TCP, in order.  Its

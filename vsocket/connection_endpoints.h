@@ -1,10 +1,10 @@
 // The two addresses of a new TCP connection, as the core already knows
 // them, so that nobody asks the kernel again: accept() gets the peer's
 // address with the connection, a listener bound to one address gives the
-// local one, and connect() was handed the peer's.  Each setup used to ask
-// getsockname/getpeername up to twice per side (the shared-memory claim and
-// the live page), four system calls on a path whose whole kernel TCP cost
-// is about twenty.
+// local one, and connect() was handed the peer's.  Contract: a setup asks
+// getsockname/getpeername at most once per side, only for an address this
+// object does not hold (the shared-memory claim and the live page both read
+// it here), because a kernel TCP setup costs about twenty system calls.
 //
 // A value type, filled by one thread (the one in accept() or connect()) and
 // read during that call only.  An address not known is empty (len 0):
