@@ -6,6 +6,7 @@
 
 #include "base/private_fd.h"
 #include "fifo_bridge/shm_config.h"
+#include "fifo_bridge/shm_reasons.h"
 
 namespace vsocket::fifo {
 namespace {
@@ -33,7 +34,7 @@ bool Add(long connections, long fds, bool force, FallbackReason* why) {
   do {
     long c = Connections(now) + connections, f = Fds(now) + fds;
     if (!force && max_connections >= 0 && c > max_connections) {
-      *why = FallbackReason::kConnectionLimit;
+      *why = ShmReason().connection_limit;
       return false;
     }
     if (!force && f > max_fds) {

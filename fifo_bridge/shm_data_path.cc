@@ -16,6 +16,7 @@
 
 #include "base/real_libc.h"
 #include "fifo_bridge/shm_provider.h"
+#include "fifo_bridge/shm_reasons.h"
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
 #include "vsocket/signal_restart.h"
@@ -75,7 +76,7 @@ void ShmTransport::EndCall(StreamCall& call) {
 ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
                               int iovcnt, size_t skip) {
   if (!claimed_.load(std::memory_order_relaxed) &&
-      (TakeDecline() || MaybeRevoke(false, FallbackReason::kClaimTimeout))) {
+      (TakeDecline() || MaybeRevoke(false, ShmReason().claim_timeout))) {
     return kStreamMoved;
   }
   if (PeerMovedToTcp() && !(side_->local_flags.load(std::memory_order_acquire) &
@@ -176,7 +177,7 @@ ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
 ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
                                bool peek, bool returning_to_user) {
   if (!claimed_.load(std::memory_order_relaxed) &&
-      (TakeDecline() || MaybeRevoke(false, FallbackReason::kClaimTimeout))) {
+      (TakeDecline() || MaybeRevoke(false, ShmReason().claim_timeout))) {
     return kStreamMoved;
   }
   SideLock lock(&side_->recv_lock);
@@ -306,7 +307,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
     }
     if (fds[1].revents) CheckLiveness();
     if (r == 0) {
-      if (unclaimed && MaybeRevoke(false, FallbackReason::kClaimTimeout))
+      if (unclaimed && MaybeRevoke(false, ShmReason().claim_timeout))
         return 0;
       if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns) return -EAGAIN;
     }
@@ -368,7 +369,7 @@ int ShmTransport::WaitWritable(StreamCall& call) {
       if (fds[k].fd == tcp_fd_ && fds[k].revents) CheckLiveness();
     }
     if (unclaimed && (LookForDecline() ||
-                      MaybeRevoke(false, FallbackReason::kClaimTimeout)))
+                      MaybeRevoke(false, ShmReason().claim_timeout)))
       return 0;
     // The deadline holds whatever woke us (a wake-up that found no room,
     // the liveness connection).

@@ -17,6 +17,7 @@
 #include "fifo_bridge/rendezvous.h"
 #include "fifo_bridge/sharing_policy.h"
 #include "fifo_bridge/shm_config.h"
+#include "fifo_bridge/shm_reasons.h"
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/shm_transport.h"
 #include "vsocket/config.h"
@@ -32,8 +33,8 @@ namespace {
 
 FallbackReason ReasonForSetupError(int err) {
   if (err == -EMFILE || err == -ENFILE) return FallbackReason::kFdLimit;
-  return err == -EADDRINUSE ? FallbackReason::kRendezvousNameInUse
-                            : FallbackReason::kShmSetupFailed;
+  return err == -EADDRINUSE ? ShmReason().rendezvous_name_in_use
+                            : ShmReason().shm_setup_failed;
 }
 
 // Client: an unclaimed offer between the probe and the connect.
@@ -58,7 +59,7 @@ class ShmPendingConnection final : public PendingConnection {
   int handshake_wait_ms() const override { return 5; }
 
   std::unique_ptr<Transport> Complete(int fd, FallbackReason* reason) override {
-    *reason = FallbackReason::kShmSetupFailed;
+    *reason = ShmReason().shm_setup_failed;
     int liveness_fd = DuplicateAside(fd);
     if (liveness_fd < 0) {
       if (errno == EMFILE || errno == ENFILE) *reason = FallbackReason::kFdLimit;
@@ -268,7 +269,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
       VSOCKET_LOG(kInfo, "declining the offer %s: %s", key.c_str(),
                   strerror(-err));
       Doorbell::DeclineOffer(key);
-      *decline = {FallbackReason::kInvalidOffer, true};
+      *decline = {ShmReason().invalid_offer, true};
     }
     return nullptr;
   }
@@ -281,7 +282,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
     uint32_t offered = kOffered;
     header->claim.compare_exchange_strong(offered, kRevoked);
     Doorbell::DeclineOffer(key);
-    *decline = {FallbackReason::kPidNamespace, true};
+    *decline = {ShmReason().pid_namespace, true};
     return nullptr;
   }
   auto doorbell = std::make_unique<Doorbell>();
@@ -298,7 +299,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
   uint32_t expected = kOffered;
   if (!header->claim.compare_exchange_strong(expected, kClaimed,
                                              std::memory_order_seq_cst)) {
-    *decline = {FallbackReason::kOfferRevoked, true};
+    *decline = {ShmReason().offer_revoked, true};
     return nullptr;
   }
   // The name stays until both sides release (ShmSegment::ReleaseName).
@@ -313,7 +314,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
     bool no_descriptors = errno == EMFILE || errno == ENFILE;
     if (moved) sys::close(tcp_fd);
     *decline = {no_descriptors ? FallbackReason::kFdLimit
-                               : FallbackReason::kShmSetupFailed, true};
+                               : ShmReason().shm_setup_failed, true};
     return nullptr;
   }
   transport->HoldDescriptors(std::move(descriptors));
@@ -351,7 +352,7 @@ class ShmTransportProvider final : public TransportProvider {
     // The listener has no pid in our PID namespace: it runs in another one
     // (a container on the host network).  Pids and the names built from
     // them would mean other processes on each side.
-    if (probe.pid == 0) return {FallbackReason::kPidNamespace, true};
+    if (probe.pid == 0) return {ShmReason().pid_namespace, true};
     // The listener's user need not be ours: whichever process accepts
     // decides (ShmListener::ClaimOffer), and the hand-out gives the segment
     // only to a process of our user or one VSOCKET_SHARE_UIDS lists.  So an
@@ -504,6 +505,7 @@ TransportProvider* ShmProvider() {
     // environment before they accept.
     GetSharingPolicy();
     GetShmConfig();
+    ShmReason();  // registered before the live page names the reasons
     return new ShmTransportProvider();
   }();
   return provider;

@@ -15,6 +15,7 @@
 #include <climits>
 
 #include "base/real_libc.h"
+#include "fifo_bridge/shm_reasons.h"
 #include "vsocket/linger_abort.h"
 #include "vsocket/log.h"
 
@@ -32,7 +33,7 @@ void ShmTransport::Release() {
   if (last && !revoked()) {
     if (role_ == Role::kClient && !IsClaimed()) {
       // Data written before close must still arrive: hand it to TCP.
-      MaybeRevoke(true, FallbackReason::kOfferRevoked);
+      MaybeRevoke(true, ShmReason().offer_revoked);
     }
     if (!revoked() && !PeerMovedToTcp()) {
       SideLock send_lock(&side_->send_lock);

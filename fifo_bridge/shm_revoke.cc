@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "base/real_libc.h"
+#include "fifo_bridge/shm_reasons.h"
 #include "vsocket/descriptor_swap.h"
 #include "vsocket/log.h"
 #include "vsocket/stats.h"
@@ -75,7 +76,7 @@ void ShmTransport::CheckLiveness() {
   }
   if (n > 0) {
     if (!IsClaimed()) {
-      MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
+      MaybeRevoke(true, ShmReason().peer_spoke_tcp);
     } else {
       ResetConnection("bytes arrived on the TCP connection after the claim");
     }
@@ -84,7 +85,7 @@ void ShmTransport::CheckLiveness() {
   // EOF or a socket error: the peer's process has gone (or closed).
   if (!IsClaimed()) {
     if (tcp_errno) side_->pending_error.store(tcp_errno, std::memory_order_relaxed);
-    MaybeRevoke(true, FallbackReason::kPeerSpokeTcp);
+    MaybeRevoke(true, ShmReason().peer_spoke_tcp);
     return;
   }
   // The peer's process closed its last descriptor without a vsocket close
@@ -176,7 +177,7 @@ Transport* ShmTransport::MovedTo() {
     reason = static_cast<FallbackReason>(
         side_->moved_reason.load(std::memory_order_relaxed));
   }
-  if (reason == FallbackReason::kNone) reason = FallbackReason::kOfferRevoked;
+  if (reason == FallbackReason::kNone) reason = ShmReason().offer_revoked;
   bool retired = RetireHere(reason);
   // A move of a claimed connection made elsewhere counts in every process
   // that held it; a revoked offer counts once, in the process that revoked.
@@ -216,7 +217,7 @@ int64_t ShmTransport::NextLookAfterDeadline() {
   if (role_ == Role::kClient && !IsClaimed()) {
     int64_t now = MonotonicNs();
     if (now >= claim_deadline_ns_) {
-      MaybeRevoke(false, FallbackReason::kClaimTimeout);
+      MaybeRevoke(false, ShmReason().claim_timeout);
       return 0;
     }
     if (LookForDecline()) {
@@ -228,7 +229,7 @@ int64_t ShmTransport::NextLookAfterDeadline() {
     if (listener_pid_ > 0 && ProcessIsGone(listener_pid_)) {
       VSOCKET_LOG(kDebug, "the listener (pid %d) is gone before claiming: offer revoked",
                   static_cast<int>(listener_pid_));
-      MaybeRevoke(true, FallbackReason::kOfferRevoked);
+      MaybeRevoke(true, ShmReason().offer_revoked);
       return 0;
     }
     return NextUnclaimedLook(now);

@@ -17,6 +17,7 @@
 #include <climits>
 
 #include "base/real_libc.h"
+#include "fifo_bridge/shm_reasons.h"
 #include "vsocket/log.h"
 #include "vsocket/wait.h"
 
@@ -121,7 +122,7 @@ bool ShmTransport::TakeDecline() {
 
 FallbackReason ShmTransport::DeclineReason() const {
   return decline_for_uid_.load(std::memory_order_acquire) ? FallbackReason::kUidMismatch
-                                                          : FallbackReason::kClaimDeclined;
+                                                          : ShmReason().claim_declined;
 }
 
 // Blocking and lifting are apart (hysteresis): the producer blocks when

@@ -54,6 +54,9 @@ struct SideState {
   std::atomic<uint32_t> local_flags;
   std::atomic<int32_t> pending_error;  // for SO_ERROR
   // The FallbackReason of a move to TCP, for every holder's successor.
+  // Always one of the core's reasons (Transport::MoveToKernelTcp's, or
+  // peer_moved_to_tcp): their numbers are the same in every process, where
+  // a registered reason's number is not (vsocket/fallback_reason.h).
   std::atomic<uint32_t> moved_reason;
   // SO_SNDBUF as the kernel reports it, once the application set it (0:
   // never): with the peer's RingControl::recv_window, bounds our bytes in

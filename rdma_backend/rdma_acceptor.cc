@@ -20,6 +20,7 @@
 #include "rdma_backend/rdma_transport.h"
 #include "rdma_backend/readiness_socket.h"
 #include "rdma_backend/rdma_config.h"
+#include "rdma_backend/rdma_reasons.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
 #include "base/real_libc.h"
@@ -32,8 +33,8 @@ namespace {
 // What accept() reports for a request our side could not set up.
 FallbackReason ReasonForRefusal(int err) {
   if (err == EMFILE || err == ENFILE) return FallbackReason::kFdLimit;
-  return err == ENOMEM || err == EPERM ? FallbackReason::kRdmaMemoryLimit
-                                       : FallbackReason::kRdmaSetupFailed;
+  return err == ENOMEM || err == EPERM ? RdmaReason().rdma_memory_limit
+                                       : RdmaReason().rdma_setup_failed;
 }
 
 // How long the server's half of a handshake may take (CONNECT_REQUEST to
@@ -190,7 +191,7 @@ class ListenerState : public ProgressWatcher {
       cv_.wait_for(lock, std::chrono::nanoseconds(left));
     }
     if (it == parked_.end() || !it->second.transport) {
-      *reason = FallbackReason::kRdmaSetupFailed;
+      *reason = RdmaReason().rdma_setup_failed;
       if (it != parked_.end() && it->second.refused != FallbackReason::kNone) {
         *reason = it->second.refused;
         parked_.erase(it);
@@ -411,12 +412,12 @@ std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,
   if (transport->BrokenBeforePairing()) {
     VSOCKET_LOG(kWarn, "rdma: the channel of %s broke before accept",
                 key.c_str());
-    *reason = FallbackReason::kRdmaSetupFailed;
+    *reason = RdmaReason().rdma_setup_failed;
     return nullptr;  // released unpaired: reset
   }
   // accepted_fd's number now names the readiness socket.
   if (transport->TakeOverNumber(accepted_fd) != 0) {
-    *reason = FallbackReason::kRdmaSetupFailed;
+    *reason = RdmaReason().rdma_setup_failed;
     return nullptr;
   }
   *reason = FallbackReason::kNone;

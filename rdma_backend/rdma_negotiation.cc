@@ -12,6 +12,7 @@
 #include "rdma_backend/memory_pool.h"
 #include "rdma_backend/rdma_cm_connection.h"
 #include "rdma_backend/rdma_config.h"
+#include "rdma_backend/rdma_reasons.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
 #include "rdma_backend/rdma_stats.h"
@@ -64,17 +65,17 @@ FallbackReason ReasonForConnectError(int err) {
       return FallbackReason::kPeerNotVsocket;
     case ETIMEDOUT:
     case EAGAIN:
-      return FallbackReason::kRdmaProbeFailed;
+      return RdmaReason().rdma_probe_failed;
     case EHOSTUNREACH:
     case ENETUNREACH:
     case EADDRNOTAVAIL:
     case ENODEV:
     case EPROTONOSUPPORT:  // iWARP: no WRITE WITH IMMEDIATE
-      return FallbackReason::kNoRdmaDevice;
+      return RdmaReason().no_rdma_device;
     case ENOMEM:
-      return FallbackReason::kRdmaMemoryLimit;
+      return RdmaReason().rdma_memory_limit;
     default:
-      return FallbackReason::kRdmaSetupFailed;
+      return RdmaReason().rdma_setup_failed;
   }
 }
 
@@ -128,11 +129,11 @@ ChannelOptions ConnectionOptions() {
 FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
                              uint16_t local_tcp_port,
                              std::unique_ptr<RdmaChannel>* channel) {
-  if (!HaveRdmaDevice()) return FallbackReason::kNoRdmaDevice;
+  if (!HaveRdmaDevice()) return RdmaReason().no_rdma_device;
   std::string key = DestinationKey(dst);
   FallbackReason cached;
   if (LookupNegative(key, &cached)) return cached;
-  if (OverMemoryLimit()) return FallbackReason::kRdmaMemoryLimit;
+  if (OverMemoryLimit()) return RdmaReason().rdma_memory_limit;
 
   ChannelOptions opt = ConnectionOptions();
   opt.connect_timeout_ns = int64_t{GetRdmaConfig().probe_ms} * 1'000'000;
@@ -146,7 +147,7 @@ FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
     VSOCKET_LOG(kInfo, "rdma probe %s failed after %lld us: %s", key.c_str(),
                 static_cast<long long>((MonotonicNs() - start) / 1000),
                 error.c_str());
-    if (reason != FallbackReason::kRdmaMemoryLimit) RememberNegative(key, reason);
+    if (reason != RdmaReason().rdma_memory_limit) RememberNegative(key, reason);
     return reason;
   }
   VSOCKET_LOG(kDebug, "rdma probe %s: connected in %lld us", key.c_str(),

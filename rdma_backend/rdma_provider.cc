@@ -8,6 +8,7 @@
 
 #include "rdma_backend/rdma_acceptor.h"
 #include "rdma_backend/rdma_config.h"
+#include "rdma_backend/rdma_reasons.h"
 #include "rdma_backend/rdma_negotiation.h"
 #include "rdma_backend/rdma_transport.h"
 #include "rdma_backend/readiness_socket.h"
@@ -39,7 +40,7 @@ class RdmaPendingConnection final : public PendingConnection {
   // Makes no descriptor, so it does not run out of them.
   std::unique_ptr<Transport> Complete(int fd, FallbackReason* reason) override {
     if (transport_->TakeOverNumber(fd) != 0) {
-      *reason = FallbackReason::kRdmaSetupFailed;
+      *reason = RdmaReason().rdma_setup_failed;
       return nullptr;  // the destructor resets the channel
     }
     *reason = FallbackReason::kNone;
@@ -104,10 +105,10 @@ class RdmaTransportProvider final : public TransportProvider {
     struct sockaddr_in dst;
     if (!Ipv4Destination(addr, len, &dst)) {
       // The negotiation is IPv4 only.
-      return {forced ? FallbackReason::kNoRdmaDevice : FallbackReason::kPeerNotLocal,
+      return {forced ? RdmaReason().no_rdma_device : FallbackReason::kPeerNotLocal,
               false};
     }
-    if (!HaveRdmaDevice()) return {FallbackReason::kNoRdmaDevice, true};
+    if (!HaveRdmaDevice()) return {RdmaReason().no_rdma_device, true};
     uint16_t port = EnsureLocalPort(fd, addr->sa_family);
     if (port == 0) return {FallbackReason::kLocalPortsBusy, true};
     // The descriptors first: short of them, the server hears nothing.
@@ -115,7 +116,7 @@ class RdmaTransportProvider final : public TransportProvider {
     if (int err = ready->Open(); err != 0) {
       VSOCKET_LOG(kInfo, "rdma: no descriptors for a connection: %s", strerror(-err));
       return {err == -EMFILE || err == -ENFILE ? FallbackReason::kFdLimit
-                                               : FallbackReason::kRdmaSetupFailed,
+                                               : RdmaReason().rdma_setup_failed,
               true};
     }
     std::unique_ptr<RdmaChannel> channel;
@@ -125,7 +126,7 @@ class RdmaTransportProvider final : public TransportProvider {
         RdmaTransport::Create(std::move(channel), std::move(ready));
     if (!transport) {  // the channel was reset
       VSOCKET_LOG(kWarn, "rdma transport setup failed: %s", strerror(errno));
-      return {FallbackReason::kRdmaSetupFailed, true};
+      return {RdmaReason().rdma_setup_failed, true};
     }
     *pending = std::make_unique<RdmaPendingConnection>(std::move(transport));
     return {FallbackReason::kNone, true};
@@ -147,7 +148,10 @@ class RdmaTransportProvider final : public TransportProvider {
 }  // namespace
 
 TransportProvider* RdmaProvider() {
-  static RdmaTransportProvider* provider = new RdmaTransportProvider();
+  static RdmaTransportProvider* provider = [] {
+    RdmaReason();  // registered before the live page names the reasons
+    return new RdmaTransportProvider();
+  }();
   return provider;
 }
 

@@ -78,10 +78,21 @@ bool Forced() {
   return c.policy == TransportPolicy::kNamed && c.transport == "toe";
 }
 
+// toe's one fallback reason of its own (vsocket/fallback_reason.h),
+// registered when the provider is made.
+FallbackReason IoUringUnavailable() {
+  // The meaning is the README's table (vsocket-reasons --markdown).
+  static const FallbackReason reason = RegisterFallbackReason(
+      "io_uring_unavailable",
+      "`VSOCKET_TRANSPORT=toe`, but io_uring cannot be used in this process (the "
+      "`kernel.io_uring_disabled` sysctl, a seccomp profile, `RLIMIT_MEMLOCK`); the "
+      "connection runs plain system calls");
+  return reason;
+}
+
 // What a connection made now would get: kNone, or why it stays on TCP.
 FallbackReason Availability() {
-  return ProbeUring().available ? FallbackReason::kNone
-                                : FallbackReason::kIoUringUnavailable;
+  return ProbeUring().available ? FallbackReason::kNone : IoUringUnavailable();
 }
 
 class ToePending final : public PendingConnection {
@@ -110,6 +121,7 @@ class ToeListener final : public ListenerAttachment {
 
 class Provider final : public TransportProvider {
  public:
+  Provider() { IoUringUnavailable(); }  // registered before the live page names the reasons
   const char* name() const override { return "toe"; }
   TransportKind kind() const override { return kToeKind; }
   uint32_t capabilities() const override { return 0; }

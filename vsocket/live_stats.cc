@@ -28,6 +28,7 @@
 #include "base/shared_file_fault_guard.h"
 #include "vsocket/config.h"
 #include "vsocket/log.h"
+#include "vsocket/provider_registry.h"
 #include "vsocket/rules.h"
 
 namespace vsocket {
@@ -100,13 +101,16 @@ void FillHeader(LiveHeader* h) {
   h->created_ns = MonotonicNs();
   CopyName(h->program, sizeof(h->program), ProgramName());
   CopyName(h->rules_file, sizeof(h->rules_file), GetRules().file.c_str());
+  // Installing the providers registers their kinds and their fallback
+  // reasons: every number this process will count is named below.
+  Providers();
   for (int k = 0; k < kLiveKinds; ++k) {
     const char* name = TransportKindName(static_cast<TransportKind>(k));
     if (std::strcmp(name, "unknown") != 0) CopyName(h->kind_names[k], 16, name);
   }
-  static_assert(static_cast<int>(FallbackReason::kCount) <= kLiveReasons,
-                "the page has no room for every reason");
-  for (int r = 1; r < static_cast<int>(FallbackReason::kCount); ++r) {
+  static_assert(kMaxFallbackReasons <= kLiveReasons, "the page has no room for every reason");
+  const int reasons = FallbackReasonCount();
+  for (int r = 1; r < reasons; ++r) {
     CopyName(h->reason_names[r], kLiveNameBytes,
              FallbackReasonName(static_cast<FallbackReason>(r)));
   }

@@ -36,7 +36,7 @@ inline constexpr uint32_t kLiveSlotsPerChunk = 128;
 inline constexpr size_t kLiveChunkBytes = kLiveSlotBytes * kLiveSlotsPerChunk;
 inline constexpr uint32_t kLiveMaxChunks = 128;  // 16384 connections listed
 inline constexpr int kLiveKinds = 8;             // == kMaxTransportKinds
-inline constexpr int kLiveReasons = 64;          // >= FallbackReason::kCount
+inline constexpr int kLiveReasons = 64;          // == kMaxFallbackReasons
 inline constexpr int kLiveNameBytes = 32;
 
 // An address as the kernel reported it (getsockname/getpeername).
@@ -59,7 +59,10 @@ struct LiveHeader {
   char program[64];            // program_invocation_short_name
   char rules_file[192];        // the rules file in effect, "" if none
   char kind_names[kLiveKinds][16];              // "tcp", "shm", ...; "" unused
-  char reason_names[kLiveReasons][kLiveNameBytes];  // "" for 0 and unused
+  // This process's name of each FallbackReason number ("" for 0 and
+  // unused): backends number their reasons per process, in registration
+  // order, so a reader goes by these names, never by a number.
+  char reason_names[kLiveReasons][kLiveNameBytes];
   // Totals of the process: connections opened on each transport (moves
   // counted on the transport moved to), and bytes of connections already
   // closed (live ones are in their slots).  The process's VSOCKET_STATS
@@ -98,7 +101,7 @@ struct alignas(64) LiveSlot {
   uint32_t state;             // LiveSlotState
   int32_t fd;                 // the application's descriptor number
   uint32_t kind;              // the transport carrying it now
-  uint32_t reason;            // FallbackReason (0: on a fast path)
+  uint32_t reason;            // FallbackReason (0: on a fast path), see reason_names
   uint32_t flags;             // LiveSlotFlags
   uint32_t rule_line;         // line of the rule that decided it; 0: none
   uint32_t ring_bytes;        // the send ring's capacity (0: no ring)

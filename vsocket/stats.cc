@@ -17,12 +17,12 @@ namespace vsocket {
 namespace {
 
 constexpr int kKinds = kMaxTransportKinds;
-constexpr int kReasons = static_cast<int>(FallbackReason::kCount);
 static_assert(kKinds == kLiveKinds, "the live page has a column per kind");
+static_assert(kMaxFallbackReasons == kLiveReasons, "the live page counts every reason");
 
 // The counters themselves live in the live statistics page (live_stats.h):
 // the totals in its header, the bytes of open connections in their slots.
-std::atomic<bool> g_reason_logged[kReasons];
+std::atomic<bool> g_reason_logged[kMaxFallbackReasons];
 // Sections providers add to the JSON (RegisterStatsSection).
 constexpr int kMaxSections = 8;
 std::atomic<StatsSection> g_sections[kMaxSections];
@@ -36,7 +36,8 @@ void PrintAtExit() {
   std::string text = StatsJson() + "\n";
   // Then, for each reason a user can act on, how.
   const LiveHeader* header = LiveStatsHeaderIfMade();
-  for (int r = 1; header && r < kReasons; ++r) {
+  const int reasons = FallbackReasonCount();
+  for (int r = 1; header && r < reasons; ++r) {
     uint64_t n = header->reasons[r].load(std::memory_order_relaxed);
     const char* name = FallbackReasonName(static_cast<FallbackReason>(r));
     const char* advice = FallbackReasonAdvice(name);
@@ -49,46 +50,6 @@ void PrintAtExit() {
 }
 
 }  // namespace
-
-const char* FallbackReasonName(FallbackReason reason) {
-  switch (reason) {
-    case FallbackReason::kNone: return "";
-    case FallbackReason::kDisabledByConfig: return "disabled_by_config";
-    case FallbackReason::kPeerNotVsocket: return "peer_not_vsocket";
-    case FallbackReason::kPeerNotLocal: return "peer_not_local";
-    case FallbackReason::kUidMismatch: return "uid_mismatch";
-    case FallbackReason::kShmSetupFailed: return "shm_setup_failed";
-    case FallbackReason::kRendezvousNameInUse: return "rendezvous_name_in_use";
-    case FallbackReason::kClaimTimeout: return "claim_timeout";
-    case FallbackReason::kPeerSpokeTcp: return "peer_spoke_tcp";
-    case FallbackReason::kInvalidOffer: return "invalid_offer";
-    case FallbackReason::kOfferRevoked: return "offer_revoked";
-    case FallbackReason::kConnectInProgress: return "connect_in_progress";
-    case FallbackReason::kNoRdmaDevice: return "no_rdma_device";
-    case FallbackReason::kRdmaProbeFailed: return "rdma_probe_failed";
-    case FallbackReason::kRdmaMemoryLimit: return "rdma_memory_limit";
-    case FallbackReason::kRdmaSetupFailed: return "rdma_setup_failed";
-    case FallbackReason::kTransportUnavailable: return "transport_unavailable";
-    case FallbackReason::kClaimDeclined: return "claim_declined";
-    case FallbackReason::kExecNotPreloaded: return "exec_not_preloaded";
-    case FallbackReason::kStdioDescriptor: return "stdio_descriptor";
-    case FallbackReason::kPeerMovedToTcp: return "peer_moved_to_tcp";
-    case FallbackReason::kFdLimit: return "fd_limit";
-    case FallbackReason::kConnectionLimit: return "connection_limit";
-    case FallbackReason::kIoUringUnavailable: return "io_uring_unavailable";
-    case FallbackReason::kDisabledByRule: return "disabled_by_rule";
-    case FallbackReason::kShortLived: return "short_lived";
-    case FallbackReason::kLocalPortsBusy: return "local_ports_busy";
-    case FallbackReason::kPidNamespace: return "pid_namespace";
-    case FallbackReason::kZeroCopy: return "zerocopy";
-    case FallbackReason::kDescriptorPassed: return "descriptor_passed";
-    case FallbackReason::kClone: return "clone";
-    case FallbackReason::kSpawn: return "spawn";
-    case FallbackReason::kIoUring: return "io_uring";
-    case FallbackReason::kCount: break;
-  }
-  return "unknown";
-}
 
 void StatsConnectionOpened(TransportKind kind) {
   Of(kind).connections.fetch_add(1, std::memory_order_relaxed);
@@ -134,7 +95,7 @@ void StatsBytesReceived(TransportKind kind, uint64_t bytes) {
 
 void StatsFallback(FallbackReason reason, const char* detail) {
   int i = static_cast<int>(reason);
-  if (i <= 0 || i >= kReasons) return;
+  if (i <= 0 || i >= FallbackReasonCount()) return;
   LiveStatsHeader()->reasons[i].fetch_add(1, std::memory_order_relaxed);
   if (!g_reason_logged[i].exchange(true, std::memory_order_relaxed)) {
     VSOCKET_LOG(kInfo, "connection on kernel TCP: %s%s%s",
@@ -184,7 +145,8 @@ std::string StatsJson() {
   }
   out += "},\"fallback_reasons\":{";
   first = true;
-  for (int r = 1; header && r < kReasons; ++r) {
+  const int reasons = FallbackReasonCount();
+  for (int r = 1; header && r < reasons; ++r) {
     uint64_t n = header->reasons[r].load(std::memory_order_relaxed);
     if (n == 0) continue;
     std::snprintf(buf, sizeof(buf), "%s\"%s\":%llu", first ? "" : ",",

@@ -76,7 +76,7 @@ class SinkTransport final : public Transport {
   int recv_calls = 0;
   TransportKind kind() const override { return TransportKind::kTcp; }
   uint32_t capabilities() const override { return kCapKernelStream; }
-  FallbackReason fallback_reason() const override { return FallbackReason::kClaimTimeout; }
+  FallbackReason fallback_reason() const override { return FallbackReason::kPeerNotVsocket; }
   ssize_t SendMsg(const struct msghdr* msg, int, const IoOptions&) override {
     uint64_t n = 0;
     for (size_t i = 0; i < msg->msg_iovlen; ++i) n += msg->msg_iov[i].iov_len;
