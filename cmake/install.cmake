@@ -49,18 +49,16 @@ install(FILES
 # directory and would pass to every compile.
 set(VSOCKET_PC_DIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 # What libvsocket.a needs besides (pkg-config --static): the C++ runtime,
-# threads, dl, with rdma-core librdmacm and libibverbs, with the toe
-# backend liburing.  They are
+# threads, dl, and each built backend's INSTALL_LIBRARIES (vsocket_backend:
+# rdma-core's librdmacm and libibverbs, liburing).  They are
 # named in Libs.private rather than as Requires.private: pkg-config would
 # otherwise refuse even the shared `--libs vsocket` without rdma-core's
 # development .pc files, and add libnl's include path to every Cflags.
 set(VSOCKET_PC_LIBS_PRIVATE "")
-if(VSOCKET_HAVE_RDMA)
-  set(VSOCKET_PC_LIBS_PRIVATE "-lrdmacm -libverbs ")
-endif()
-if(VSOCKET_HAVE_TOE)
-  string(APPEND VSOCKET_PC_LIBS_PRIVATE "-luring ")
-endif()
+vsocket_backend_field(backend_install_libraries INSTALL_LIBRARIES)
+foreach(lib IN LISTS backend_install_libraries)
+  string(APPEND VSOCKET_PC_LIBS_PRIVATE "-l${lib} ")
+endforeach()
 string(APPEND VSOCKET_PC_LIBS_PRIVATE "-lpthread")
 if(CMAKE_DL_LIBS)
   string(APPEND VSOCKET_PC_LIBS_PRIVATE " -l${CMAKE_DL_LIBS}")

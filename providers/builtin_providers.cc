@@ -2,8 +2,10 @@
 // priority order (vsocket/provider_registry.h).  Linked into libvsocket
 // (.so/.a) and libvsocket_preload.so; the core itself includes no backend.
 //
-// Adding a transport: its folder provides a TransportProvider; add one
-// RegisterProvider line here (and its objects to providers/CMakeLists.txt).
+// Adding a transport: its folder provides a TransportProvider and declares
+// itself with vsocket_backend() (cmake/backends.cmake), which defines
+// VSOCKET_HAVE_<NAME> here when the build has it; add one RegisterProvider
+// line below, at its priority.
 #include "fifo_bridge/shm_provider.h"
 #include "vsocket/provider_registry.h"
 #if VSOCKET_HAVE_RDMA

@@ -1379,7 +1379,7 @@ TEST_P(Conformance, RcvLowatRecv) {
 }
 
 #ifdef VSOCKET_CONFORMANCE_RDMA
-std::vector<Transport> Params() { return RdmaTransports(); }
+std::vector<Transport> Params() { return DeviceTransports(); }
 #else
 std::vector<Transport> Params() { return HostTransports(); }
 #endif

@@ -11,7 +11,7 @@
 namespace conformance {
 
 struct Transport {
-  const char* name;        // gtest parameter name: kernel, tcp, shm, toe, rdma
+  const char* name;        // gtest parameter name: kernel, tcp, or the backend's
   const SocketApi* api;
   // VSOCKET_TRANSPORT in both ends' processes, and what
   // vsocket_transport_name() must then say on both ends; nullptr for the
@@ -19,10 +19,12 @@ struct Transport {
   const char* policy;
 };
 
-// kernel, tcp, shm (and toe when built with liburing): the host suite.
+// kernel, tcp, then every built backend declared CONFORMANCE HOST
+// (cmake/backends.cmake: shm, toe): the host suite.
 std::vector<Transport> HostTransports();
-// kernel, rdma: the suite inside the Soft-RoCE guest.
-std::vector<Transport> RdmaTransports();
+// kernel, then every built backend declared CONFORMANCE DEVICE (rdma): the
+// suite where their device is (tests/rdma, inside the Soft-RoCE guest).
+std::vector<Transport> DeviceTransports();
 
 inline std::ostream& operator<<(std::ostream& os, const Transport& t) {
   return os << t.name;
