@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fifo_bridge/shm_reasons.h"
 #include "tools/live_page_reader.h"
 #include "vsocket/live_stats.h"
 #include "vsocket/stats.h"
@@ -156,6 +157,44 @@ TEST_F(LivePage, AForkedChildReusesFreedSlotsAndLeaksNothing) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A backend's reason has a number only in this process (registration
+// order): the page names it, and the reader goes by the page's name.
+TEST_F(LivePage, ARegisteredReasonShowsByTheNameThePageGivesIt) {
+  const FallbackReason claim_timeout = fifo::ShmReason().claim_timeout;
+  ASSERT_GE(static_cast<int>(claim_timeout), static_cast<int>(FallbackReason::kFirstRegistered));
+  LiveSlotSetTransport(slot_, TransportKind::kTcp, claim_timeout);
+  StatsFallback(claim_timeout, nullptr);
+  vsocket_stat::Process p;
+  std::string why;
+  bool stale = false;
+  ASSERT_TRUE(vsocket_stat::ReadPage(PagePath(), &p, &why, &stale)) << why;
+  const vsocket_stat::Connection* mine = nullptr;
+  for (const auto& c : p.connections)
+    if (c.fd == client_) mine = &c;
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->fallback_reason, "claim_timeout");
+  EXPECT_GE(p.fallback_reasons["claim_timeout"], 1u);
+  EXPECT_NE(StatsJson().find("\"claim_timeout\":"), std::string::npos);
+
+  // A writer that registered its reasons in another order gave the same
+  // number another name: the reader shows the writer's.
+  std::string page = ReadAll(PagePath());
+  size_t name_at = offsetof(LiveHeader, reason_names) +
+                   static_cast<size_t>(claim_timeout) * kLiveNameBytes;
+  std::string other(kLiveNameBytes, '\0');
+  other.replace(0, 11, "other_order");
+  page.replace(name_at, kLiveNameBytes, other);
+  vsocket_stat::Process forged;
+  ASSERT_TRUE(ReadForged(page, &forged, &why)) << why;
+  mine = nullptr;
+  for (const auto& c : forged.connections)
+    if (c.fd == client_) mine = &c;
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->fallback_reason, "other_order");
+  EXPECT_GE(forged.fallback_reasons["other_order"], 1u);
+  EXPECT_EQ(forged.fallback_reasons.count("claim_timeout"), 0u);
 }
 
 TEST_F(LivePage, ForgedPagesAreRefusedOrBounded) {
