@@ -7,6 +7,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -14,6 +16,7 @@
 
 #include "vsocket/background_thread.h"
 #include "vsocket/log.h"
+#include "vsocket/wait.h"
 #include "base/real_libc.h"
 
 namespace vsocket::rdma {
@@ -56,9 +59,10 @@ class ProgressThread {
     if (owner_pid_ != ::getpid()) return -EOPNOTSUPP;  // see Watch()
     std::lock_guard<std::mutex> lock(mutex_);
     if (epoll_fd_ < 0 && !Start()) return -errno;
-    checks_.push_back(watcher);
-    if (delay_ns < check_delay_ns_ || check_delay_ns_ == 0) check_delay_ns_ = delay_ns;
-    if (!timer_set_) SetTimer();
+    int64_t due = MonotonicNs() + std::max<int64_t>(delay_ns, 1);
+    checks_.push_back({watcher, delay_ns, due});
+    // A timer that fires later would run this check late: move it.
+    if (timer_due_ns_ == 0 || due < timer_due_ns_) SetTimer(due);
     return 0;
   }
 
@@ -89,39 +93,49 @@ class ProgressThread {
     return true;
   }
 
-  // REQUIRES: mutex_ held, checks_ not empty.  One-shot timer.
-  void SetTimer() {
+  // REQUIRES: mutex_ held.  Arms the one-shot timer for `due_ns`
+  // (CLOCK_MONOTONIC).
+  void SetTimer(int64_t due_ns) {
     struct itimerspec its = {};
-    int64_t ns = check_delay_ns_ > 0 ? check_delay_ns_ : 1;
-    its.it_value.tv_sec = ns / 1'000'000'000;
-    its.it_value.tv_nsec = ns % 1'000'000'000;
-    timer_set_ = ::timerfd_settime(timer_fd_, 0, &its, nullptr) == 0;
+    its.it_value.tv_sec = due_ns / 1'000'000'000;
+    its.it_value.tv_nsec = due_ns % 1'000'000'000;
+    timer_due_ns_ =
+        ::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) == 0 ? due_ns : 0;
   }
 
-  // On the thread: the timer fired.  Runs every scheduled check outside the
-  // lock (a check takes its watcher's lock, and watchers schedule while
-  // holding theirs) and keeps those that ask to be called again.
+  // On the thread: the timer fired.  Runs every check due within
+  // kCheckEarlyNs outside the lock (a check takes its watcher's lock, and
+  // watchers schedule while holding theirs), keeps those that ask to be
+  // called again (one delay from now), and arms the timer for the earliest
+  // check left.
   void RunChecks() {
     uint64_t expirations;
     (void)!sys::read(timer_fd_, &expirations, sizeof(expirations));
-    std::vector<std::weak_ptr<ProgressWatcher>> due;
+    std::vector<Check> due;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      due.swap(checks_);
-      timer_set_ = false;
+      int64_t horizon = MonotonicNs() + kCheckEarlyNs;
+      auto later = std::partition(checks_.begin(), checks_.end(),
+                                  [&](const Check& c) { return c.due_ns > horizon; });
+      due.assign(std::make_move_iterator(later), std::make_move_iterator(checks_.end()));
+      checks_.erase(later, checks_.end());
+      timer_due_ns_ = 0;
     }
-    std::vector<std::weak_ptr<ProgressWatcher>> again;
-    for (auto& weak : due) {
-      if (auto watcher = weak.lock(); watcher && watcher->OnCheck())
-        again.push_back(std::move(weak));
+    std::vector<Check> again;
+    for (Check& check : due) {
+      if (auto watcher = check.watcher.lock(); watcher && watcher->OnCheck())
+        again.push_back(std::move(check));
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& weak : again) checks_.push_back(std::move(weak));
-    if (checks_.empty()) {
-      check_delay_ns_ = 0;
-    } else if (!timer_set_) {
-      SetTimer();
+    int64_t now = MonotonicNs();
+    for (Check& check : again) {
+      check.due_ns = now + std::max<int64_t>(check.delay_ns, 1);
+      checks_.push_back(std::move(check));
     }
+    if (checks_.empty()) return;
+    int64_t earliest = checks_.front().due_ns;
+    for (const Check& c : checks_) earliest = std::min(earliest, c.due_ns);
+    if (timer_due_ns_ == 0 || earliest < timer_due_ns_) SetTimer(earliest);
   }
 
   void Run(int epoll_fd) {
@@ -163,9 +177,13 @@ class ProgressThread {
   int timer_fd_ = -1;
   std::unordered_map<int, std::shared_ptr<ProgressWatcher>> watchers_;
   // ScheduleCheck(): guarded by mutex_.
-  std::vector<std::weak_ptr<ProgressWatcher>> checks_;
-  int64_t check_delay_ns_ = 0;  // shortest delay asked for by checks_
-  bool timer_set_ = false;
+  struct Check {
+    std::weak_ptr<ProgressWatcher> watcher;
+    int64_t delay_ns;  // as asked for: the period of a check called again
+    int64_t due_ns;    // CLOCK_MONOTONIC
+  };
+  std::vector<Check> checks_;
+  int64_t timer_due_ns_ = 0;  // when the armed timer fires; 0: not armed
 };
 
 }  // namespace

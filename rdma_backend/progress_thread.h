@@ -15,6 +15,7 @@
 #ifndef VSOCKET_RDMA_BACKEND_PROGRESS_THREAD_H_
 #define VSOCKET_RDMA_BACKEND_PROGRESS_THREAD_H_
 
+#include <cstdint>
 #include <memory>
 
 namespace vsocket::rdma {
@@ -35,13 +36,14 @@ int Watch(int fd, std::shared_ptr<ProgressWatcher> watcher);
 // Stops watching `fd`.
 void Unwatch(int fd);
 
-// Calls watcher->OnCheck() on the progress thread about `delay_ns` from now
-// (one process-wide timer: checks scheduled together run together, at the
-// shortest delay asked for).  The thread holds only a weak reference.  A
+// Calls watcher->OnCheck() on the progress thread `delay_ns` from now, or
+// up to kCheckEarlyNs sooner (one process-wide timer: checks due that close
+// together run in one wake-up).  The thread holds only a weak reference.  A
 // watcher scheduled twice is called twice: callers keep their own "pending"
 // flag.  0 or -errno (no thread could be started; in a forked child).
 int ScheduleCheck(const std::shared_ptr<ProgressWatcher>& watcher,
                   int64_t delay_ns);
+inline constexpr int64_t kCheckEarlyNs = 1'000'000;
 
 }  // namespace vsocket::rdma
 

@@ -287,9 +287,9 @@ int RdmaChannel::ReserveSendSlots(uint32_t wrs, int64_t deadline_ns) {
 
 int RdmaChannel::PostImmOnly(uint32_t imm, bool force_signal,
                              int64_t deadline_ns) {
-  // FIN, CLOSE and markers follow the data: post corked bytes first.
-  // (Credits are about the other direction and may pass them.)
-  if ((imm & kImmTypeMask) == kImmControl && FlushCorked(deadline_ns) != 0)
+  // FIN, CLOSE and markers follow the data: post corked and held bytes
+  // first.  (Credits are about the other direction and may pass them.)
+  if ((imm & kImmTypeMask) == kImmControl && ReleaseHeld(deadline_ns) != 0)
     return -1;
   if (ReserveSendSlots(1, deadline_ns) != 0) return -1;
   struct ibv_send_wr wr = {};
@@ -369,7 +369,7 @@ int RdmaChannel::PostStreamWrite(const uint8_t* src, uint32_t lkey,
 }
 
 ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
-                          const WaitOptions& wait) {
+                          const WaitOptions& wait, bool more) {
   if (closed_ || error_ != 0) return FailCall();
   if (fin_sent_) {
     errno = EPIPE;
@@ -380,6 +380,7 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
   BeginCall(wait);
   int64_t deadline = DeadlineAfter(wait.timeout_ns);
   uint64_t done = 0;
+  const bool hold = more || cork_;  // see "Held sends"
   Progress();
   // The next Send() may cork behind this one (see "Corking").
   struct MarkSend {
@@ -404,9 +405,17 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
     }
     if (n > 0) {
       // The bytes are in the mirror: accepted.  From here they are either
-      // corked (a completion in flight will post them) or posted now.
+      // held, or corked (a completion in flight will post them), or posted
+      // now.
       done += static_cast<uint64_t>(n);
-      if (MayCork()) {
+      if (hold) [[unlikely]] {
+        if (!held()) hold_since_ns_ = MonotonicNs();
+        // Full, or the ring is: the peer can only make room for what it got.
+        if (held_bytes() < opt_.hold_max && producer_->FreeSpace() > 0) continue;
+      }
+      if (held()) [[unlikely]] {
+        hold_since_ns_ = 0;  // posted now, never left to the autocork
+      } else if (MayCork()) {
         ++corked_sends_;
         continue;
       }
@@ -419,7 +428,8 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
       continue;
     }
     // Ring full: wait for a credit (WaitForProgress posts what is corked
-    // first: the peer can only credit what it received).
+    // first, and a hold ends: the peer can only credit what it received).
+    hold_since_ns_ = 0;
     if (WaitForProgress(deadline) != 0) {
       if (done > 0 && errno == EAGAIN) return static_cast<ssize_t>(done);
       if (done > 0 && error_ == 0) return static_cast<ssize_t>(done);
@@ -430,8 +440,28 @@ ssize_t RdmaChannel::Send(const struct iovec* iov, int iovcnt,
   return static_cast<ssize_t>(done);
 }
 
+void RdmaChannel::SetCork(bool on) {
+  cork_ = on;
+  if (!on) PushHeld();
+}
+
+void RdmaChannel::PushHeld() {
+  if (!held()) return;
+  // EAGAIN (send queue full): corked behind the WRs in flight, whose
+  // completions post them (Progress); a reset fails the next call.
+  ReleaseHeld(kNoSlotWait);
+}
+
+int64_t RdmaChannel::ReleaseHeldIfDue(int64_t now_ns) {
+  if (!held()) return 0;
+  int64_t due = hold_deadline_ns();
+  if (now_ns < due && !closed_ && error_ == 0) return due;
+  PushHeld();
+  return 0;
+}
+
 int RdmaChannel::FlushCorked(int64_t deadline_ns) {
-  uint64_t pending = corked_bytes();
+  uint64_t pending = corked_bytes();  // 0 while held
   if (pending == 0 || flushing_) return 0;
   if (closed_ || error_ != 0) return FailCall();
   if (deadline_ns == kNoSlotWait) {
@@ -505,8 +535,8 @@ ssize_t RdmaChannel::SendRegisteredAsync(const UserRegion& region,
   bool timed_out = false;
   Progress();
   if (peer_closed_) return SendToClosedPeer(len);
-  // The stream's order: corked mirror bytes precede these.
-  if (FlushCorked(deadline) != 0) return error_ != 0 ? FailCall() : -1;
+  // The stream's order: corked and held mirror bytes precede these.
+  if (ReleaseHeld(deadline) != 0) return error_ != 0 ? FailCall() : -1;
   while (done < len && error_ == 0 && !peer_closed_) {
     int64_t space = producer_->FreeSpace();
     if (space == fifo::kCorrupt) {

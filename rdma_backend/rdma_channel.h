@@ -20,9 +20,9 @@
 // user buffer registered once with RegisterUserBuffer() (zero copy).
 // Every receive WR consumed by an immediate is re-posted.
 //
-// Corking.  A Send() that directly follows another Send() (no other call
-// on the channel between them), or that is made while an earlier signalled
-// WRITE is still in flight, and that leaves fewer than
+// Corking (autocork).  A Send() that directly follows another Send() (no
+// other call on the channel between them), or that is made while an earlier
+// signalled WRITE is still in flight, and that leaves fewer than
 // ChannelOptions::cork_max bytes waiting, copies into the mirror and posts
 // nothing: a burst of small sends leaves as one WRITE (on Soft-RoCE each
 // post is a system call through the whole emulated NIC), as kernel TCP's
@@ -37,6 +37,20 @@
 // a burst and then makes no call at all leaves its tail corked: RdmaTransport
 // posts it from the progress thread's next check (rdma_transport.cc).
 // Off unless ChannelOptions::cork_max is set.
+//
+// Held sends (TCP_CORK, MSG_MORE).  Apart from the autocork: while the cork
+// is in (SetCork(true)), or for a Send() made with `more`, the accepted
+// bytes stay in the mirror unposted, with every unposted byte before them,
+// as kernel TCP holds a partial segment.  Only these post them: SetCork(
+// false), PushHeld() (TCP_NODELAY), a Send() without `more` while uncorked,
+// hold_max bytes held, a held Send() that fills the peer's ring (the peer
+// can only credit what it got), a zero-copy send (stream order), FIN,
+// CLOSE, and ReleaseHeldIfDue() once hold_ns passed since the hold began
+// (RdmaTransport calls it from the progress thread).  Released bytes that
+// find the send queue full wait behind the WRs in flight, as corked ones.
+// The autocork's triggers (Progress(), PollNow(), PrepareToSleep(), a
+// receive that finds nothing, a sleeping caller) leave held bytes alone.
+// Held bytes are in this process's memory: _exit() or a kill loses them.
 //
 // Waiting.  Blocking calls spin on the CQ for at most `spin_ns`, then arm the
 // CQ and poll() the completion channel fd together with the RDMA CM event fd
@@ -88,6 +102,10 @@ struct ChannelOptions {
   // corked; a bare channel's owner that sets it must make a call (any, or
   // PrepareToSleep) after its last Send() of a burst.
   uint32_t cork_max = 0;
+  // Held sends (see "Held sends" above): the most bytes held, and how long
+  // a hold lasts at most (kernel TCP on loopback: ~200 ms).
+  uint32_t hold_max = 64 * 1024;
+  int64_t hold_ns = 200'000'000;
   uint32_t inline_wanted = 128;            // requested max_inline_data
   uint32_t send_queue_depth = 256;
   uint32_t recv_queue_depth = 256;
@@ -140,12 +158,27 @@ class RdmaChannel {
 
   // Sends all `iov` bytes unless the deadline passes first (then returns the
   // bytes sent so far, or -1/EAGAIN if none).  -1 with errno ECONNRESET
-  // (reset), EPIPE (we shut down writing, or the peer closed).
-  ssize_t Send(const struct iovec* iov, int iovcnt, const WaitOptions& wait);
-  ssize_t Send(const void* buf, size_t len, const WaitOptions& wait) {
+  // (reset), EPIPE (we shut down writing, or the peer closed).  `more`
+  // (MSG_MORE): the bytes are held (see "Held sends").
+  ssize_t Send(const struct iovec* iov, int iovcnt, const WaitOptions& wait,
+               bool more = false);
+  ssize_t Send(const void* buf, size_t len, const WaitOptions& wait,
+               bool more = false) {
     struct iovec iov = {const_cast<void*>(buf), len};
-    return Send(&iov, 1, wait);
+    return Send(&iov, 1, wait, more);
   }
+
+  // TCP_CORK in or out (see "Held sends"); out posts what is held.
+  void SetCork(bool on);
+  bool cork() const { return cork_; }
+  // Posts what is held now (TCP_NODELAY turned on; the cork stays in).
+  // Never waits: with the send queue full the bytes are posted behind the
+  // WRs in flight, as corked ones.
+  void PushHeld();
+  // Posts what is held once hold_ns passed since the hold began (`now_ns`:
+  // CLOCK_MONOTONIC).  Returns when the hold is due if it still holds, else
+  // 0.
+  int64_t ReleaseHeldIfDue(int64_t now_ns);
 
   // Zero-copy send of region[offset, offset + len): no copy into the
   // mirror.  Returns only after the NIC finished reading the user bytes, so
@@ -261,8 +294,15 @@ class RdmaChannel {
 
   // Pending error (ECONNRESET after a reset), or 0.
   int error() const { return error_; }
-  // Bytes accepted by Send() but not yet posted (corked).
-  uint64_t corked_bytes() const { return tx_head_ - tx_posted_; }
+  // Bytes accepted by Send() but not yet posted: by the autocork
+  // (corked_bytes) or held for TCP_CORK/MSG_MORE (held_bytes); one of them
+  // is always 0.
+  uint64_t corked_bytes() const { return held() ? 0 : tx_head_ - tx_posted_; }
+  uint64_t held_bytes() const { return held() ? tx_head_ - tx_posted_ : 0; }
+  // When the current hold is due (CLOCK_MONOTONIC), 0 when none.
+  int64_t hold_deadline_ns() const {
+    return held() ? hold_since_ns_ + opt_.hold_ns : 0;
+  }
   // Send() calls that corked, and WRITEs that posted corked bytes (stats).
   uint64_t corked_sends() const { return corked_sends_; }
   uint64_t cork_flushes() const { return cork_flushes_; }
@@ -313,12 +353,18 @@ class RdmaChannel {
     return opt_.cork_max > 0 && corked_bytes() < opt_.cork_max &&
            (last_call_was_send_ || sig_posted_ > sig_done_);
   }
-  // Posts the corked bytes as one signalled WRITE.  `deadline_ns`
-  // kNoSlotWait: only if the send queue has room now.  0, or -1 with errno
-  // EAGAIN (no room before the deadline: the bytes stay corked, and a
-  // completion in flight posts them) or ECONNRESET.
+  // Posts the corked bytes as one signalled WRITE; nothing while they are
+  // held.  `deadline_ns` kNoSlotWait: only if the send queue has room now.
+  // 0, or -1 with errno EAGAIN (no room before the deadline: the bytes stay
+  // corked, and a completion in flight posts them) or ECONNRESET.
   static constexpr int64_t kNoSlotWait = -2;
   int FlushCorked(int64_t deadline_ns);
+  // Ends the hold, then FlushCorked(deadline_ns).
+  int ReleaseHeld(int64_t deadline_ns) {
+    hold_since_ns_ = 0;
+    return FlushCorked(deadline_ns);
+  }
+  bool held() const { return hold_since_ns_ != 0; }
   // A send after the peer's CLOSE: `len` (dropped) the first time, then -1
   // with EPIPE, as kernel TCP.
   ssize_t SendToClosedPeer(uint64_t len);
@@ -368,6 +414,10 @@ class RdmaChannel {
   uint64_t tx_posted_ = 0;       // stream index posted up to (<= tx_head_)
   bool flushing_ = false;        // FlushCorked() running (no re-entry)
   bool last_call_was_send_ = false;  // no other call since the last Send()
+  bool cork_ = false;            // TCP_CORK in (SetCork)
+  // When the unposted bytes began to be held (CLOCK_MONOTONIC; never 0
+  // while holding), 0 while they are not ("Held sends").
+  int64_t hold_since_ns_ = 0;
   uint64_t corked_sends_ = 0;
   uint64_t cork_flushes_ = 0;
   uint64_t tx_tail_ = 0;         // credited by the peer (validated)

@@ -112,6 +112,36 @@ void RdmaTransport::Core::EndDeferral() {
   g_deferred_count.store(static_cast<int>(cores.size()), std::memory_order_relaxed);
 }
 
+struct RdmaTransport::Core::HoldCheck : public ProgressWatcher {
+  explicit HoldCheck(std::weak_ptr<Core> c) : core(std::move(c)) {}
+  void OnReadable(int) override {}  // watches no descriptor
+  // Progress thread: posts the hold if it is due, else looks again then.
+  bool OnCheck() override {
+    std::shared_ptr<Core> c = core.lock();
+    if (!c) return false;
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->hold_check_pending = false;
+    if (!c->watching || !c->channel) return false;
+    c->channel->ReleaseHeldIfDue(MonotonicNs());
+    c->UpdateReadiness();
+    c->KeepHoldBounded();  // not due yet, or a new hold began meanwhile
+    return false;
+  }
+  std::weak_ptr<Core> core;
+};
+
+void RdmaTransport::Core::KeepHoldBounded() {
+  if (hold_check_pending || channel->held_bytes() == 0) return;
+  if (!hold_check) hold_check = std::make_shared<HoldCheck>(weak_from_this());
+  // Past the deadline by the thread's allowance for early checks.
+  int64_t delay = channel->hold_deadline_ns() - MonotonicNs() + kCheckEarlyNs;
+  if (ScheduleCheck(hold_check, std::max<int64_t>(delay, 1)) == 0) {
+    hold_check_pending = true;
+  } else {
+    channel->PushHeld();
+  }
+}
+
 bool RdmaTransport::Core::Inherited() const {
   return fork_generation != g_fork_generation.load(std::memory_order_relaxed);
 }
@@ -367,8 +397,9 @@ ssize_t RdmaTransport::TrySend(StreamCall& call, const struct iovec* iov,
         iov = rest.data();
         iovcnt = static_cast<int>(rest.size());
       }
-      n = c.channel->Send(iov, iovcnt, WaitOptions{0, 0});
+      n = c.channel->Send(iov, iovcnt, WaitOptions{0, 0}, call.more);
       if (n < 0) err = errno;
+      if (c.channel->held_bytes() != 0) [[unlikely]] c.KeepHoldBounded();
     }
     // A reset already reported: sends fail with EPIPE, as kernel TCP's.
     if (n < 0 && err == ECONNRESET && c.error_reported) err = EPIPE;
@@ -435,6 +466,22 @@ int RdmaTransport::WaitReadable(StreamCall& call) {
     if (SleepUntil(POLLIN, call.deadline_ns()) != 0) return -errno;
     if (SpinUntilReadable(0, want)) return 0;  // else armed again
   }
+}
+
+void RdmaTransport::CorkChanged(bool on) {
+  if (!core_ || core_->Inherited()) return;  // a forked child's copy
+  std::lock_guard<std::mutex> lock(core_->mu);
+  if (!core_->channel) return;
+  core_->channel->SetCork(on);  // out: posts what is held
+  core_->UpdateReadiness();
+}
+
+void RdmaTransport::PushHeldSends() {
+  if (!core_ || core_->Inherited()) return;
+  std::lock_guard<std::mutex> lock(core_->mu);
+  if (!core_->channel) return;
+  core_->channel->PushHeld();
+  core_->UpdateReadiness();
 }
 
 void RdmaTransport::RecvLowatChanged(uint32_t lowat) {

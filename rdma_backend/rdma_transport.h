@@ -84,6 +84,11 @@ class RdmaTransport final : public Transport, public StreamSteps {
   bool DropStaleWakeup() override;
   // Sets Core::readable_above and shows it on the descriptor.
   void RecvLowatChanged(uint32_t lowat) override;
+  // TCP_CORK and MSG_MORE hold sends in the channel (rdma_channel.h, "Held
+  // sends"); the progress thread ends a hold hold_ns after it began
+  // (Core::KeepHoldBounded).  A forked child's copy ignores them.
+  void CorkChanged(bool on) override;
+  void PushHeldSends() override;
   UserSpaceReadiness PollUserSpace(uint32_t wanted) override;
   bool HoldForUserSpacePoll() override;
   void DropUserSpaceHold() override;

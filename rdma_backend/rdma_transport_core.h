@@ -80,6 +80,17 @@ struct RdmaTransport::Core : public ProgressWatcher,
   // The explicit API's in-place view of the receive ring
   // (rdma_transport_zerocopy.cc).
   InPlaceView inplace;                   // guarded by mu
+  // Held sends (TCP_CORK, MSG_MORE; rdma_channel.h "Held sends"): the
+  // progress thread's check that ends a hold once it is due, apart from
+  // the deferral's (made on first use; it refers to this Core weakly).
+  struct HoldCheck;                      // rdma_transport.cc
+  std::shared_ptr<HoldCheck> hold_check;  // guarded by mu
+  bool hold_check_pending = false;       // guarded by mu
+
+  // REQUIRES: mu held.  While the channel holds bytes, makes sure the
+  // progress thread ends the hold when it is due (or, when no check can be
+  // scheduled, posts them now: a hold is never left unbounded).
+  void KeepHoldBounded();  // rdma_transport.cc
 
   // True in a forked child: the verbs objects are the parent's.
   bool Inherited() const;

@@ -18,17 +18,25 @@
 #                the interposed waits read the connection's completion
 #                queue themselves (rdma_transport.h, "User-space
 #                readiness")                          2 connections each
+#   cork         TCP_CORK and MSG_MORE hold bytes until the cork is out, a
+#                send without MSG_MORE, TCP_NODELAY, shutdown, or ~200 ms;
+#                its "OBS" lines must equal those of a plain kernel TCP run
+#                in the guest.  PTEST_NO_FORKED_PEER makes its writer a
+#                thread and skips the killed writer (held bytes are in the
+#                writer's memory, docs/COMPATIBILITY.md)  12 connections
 #   tests/rdma/preload_progs.sh BUILD_DIR
 set -euo pipefail
 build="$1"
 ip="${VSOCKET_RDMA_SELF_IP:?run in the guest}"
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+log="$(mktemp)" ref="$(mktemp)"
+trap 'rm -f "$log" "$ref"' EXIT
+# Programs whose observations are compared with kernel TCP's, line by line.
+compared=" cork "
 failed=0
 # entry: PROGRAM[+ARGUMENT]:CONNECTIONS
 for entry in hangup:12 closed_peer:4 epoll_modes+lt:2 epoll_modes+et:2 \
     epoll_modes+oneshot:2 epoll_modes+exclusive:2 poll_mix+poll:2 \
-    epoll_wait_spin:2; do
+    epoll_wait_spin:2 cork:12; do
   name=${entry%%:*} want=${entry##*:}
   arg=""
   if [[ $name == *+* ]]; then arg=${name#*+}; name=${name%%+*}; fi
@@ -44,6 +52,14 @@ for entry in hangup:12 closed_peer:4 epoll_modes+lt:2 epoll_modes+et:2 \
   fi
   if [[ $stats != *"\"rdma\":{\"connections\":$want,"* || $stats == *'"tcp"'* ]]; then
     echo "FAIL $name $arg: expected $want RDMA connections and no TCP: $stats"; failed=1; continue
+  fi
+  if [[ $compared == *" $name "* ]]; then
+    status=0
+    PTEST_IP="$ip" PTEST_NO_FORKED_PEER=1 "$prog" ${arg:+"$arg"} >"$ref" 2>&1 || status=$?
+    if ((status != 0)) || ! diff <(grep '^OBS' "$ref") <(grep '^OBS' "$log"); then
+      echo "FAIL $name $arg: observations differ from kernel TCP's (< kernel, > rdma)"
+      sed 's/^/  kernel: /' "$ref"; failed=1; continue
+    fi
   fi
   echo "PASS $name $arg"
 done

@@ -28,13 +28,25 @@
 //             Recv are both answered (the wait posts what was corked); a
 //             burst followed at once by Close() reaches the peer whole
 //             before its end of stream.
+//   hold      TCP_CORK / MSG_MORE (SetCork, Send with `more`): the same
+//             steps on the channel and on a kernel TCP connection, the
+//             reader's transcripts compared: held bytes are not readable
+//             until the cork is out, a send without MORE, PushHeld
+//             (TCP_NODELAY), 64 KiB held, a zero-copy send, shutdown, or
+//             200 ms later (ReleaseHeldIfDue; the writer meanwhile makes
+//             the autocork's calls and sleeps in receives, which must not
+//             post them); and a held send that fills the peer's ring is
+//             posted (RDMA only).
 // The ping-pong also runs a phase where the server waits in its own poll()
 // on completion_fd()/cm_fd() (the API for external event loops).
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -485,6 +497,347 @@ int CorkClient(const char* ip, int port) {
   return 0;
 }
 
+// ---- hold: TCP_CORK / MSG_MORE held sends, against kernel TCP ----
+//
+// The same steps run on the RDMA channel and on a kernel TCP connection
+// between the same two processes; the reader (server) writes down what it
+// sees after each step and the two transcripts must be equal.  The reader
+// paces the writer through the other direction (one byte per step), so the
+// writer sleeps in a receive while it holds bytes: a waiting caller must
+// not post them.
+
+// The writer's side of one connection.
+class HoldWriter {
+ public:
+  virtual ~HoldWriter() = default;
+  virtual void Cork(bool on) = 0;
+  virtual void Push() = 0;  // TCP_NODELAY on (and off again)
+  virtual void Send(const void* buf, size_t len, bool more) = 0;
+  // RDMA: a zero-copy send (it keeps the stream's order); TCP: a plain one.
+  virtual void ZeroCopySend(const void* buf, size_t len) = 0;
+  virtual void ShutWrite() = 0;
+  // Waits for the reader's next step byte.
+  virtual void AwaitStep() = 0;
+  // Makes no sending call until what is held left by itself (at most 2 s).
+  virtual void IdleWhileHeld() = 0;
+};
+
+// The reader's side.
+class HoldReader {
+ public:
+  virtual ~HoldReader() = default;
+  virtual bool ReadableWithin(int ms) = 0;
+  virtual std::string Read(size_t len) = 0;  // exactly len bytes (30 s)
+  virtual ssize_t ReadOne() = 0;             // 1 byte: 1, 0 (EOF), -1
+  virtual void Step() = 0;                   // lets the writer go on
+};
+
+class ChannelHoldWriter : public HoldWriter {
+ public:
+  explicit ChannelHoldWriter(RdmaChannel* ch) : ch_(ch) {}
+  void Cork(bool on) override { ch_->SetCork(on); }
+  void Push() override { ch_->PushHeld(); }
+  void Send(const void* buf, size_t len, bool more) override {
+    ssize_t n = ch_->Send(buf, len, WaitOptions{30'000'000'000}, more);
+    CHECK(n == static_cast<ssize_t>(len), "send returned %zd of %zu", n, len);
+  }
+  void ZeroCopySend(const void* buf, size_t len) override {
+    auto region = ch_->RegisterUserBuffer(buf, len);
+    CHECK(region != nullptr, "register");
+    CHECK(ch_->SendRegistered(*region, 0, len, WaitOptions{30'000'000'000}) ==
+              static_cast<ssize_t>(len), "zero-copy send");
+  }
+  void ShutWrite() override { CHECK(ch_->ShutdownWrite() == 0, "shutdown"); }
+  void AwaitStep() override {
+    uint64_t held = ch_->held_bytes();
+    char c;
+    RecvExactly(ch_, &c, 1);  // sleeps: must leave what is held alone
+    CHECK(ch_->held_bytes() == held, "a receive posted held bytes");
+  }
+  void IdleWhileHeld() override {
+    // What a caller between sends does (the autocork's triggers), and what
+    // RdmaTransport's progress thread does (ReleaseHeldIfDue).
+    int64_t began = ch_->hold_deadline_ns() - ChannelOptions().hold_ns;
+    while (ch_->held_bytes() > 0) {
+      ch_->PollNow();
+      ch_->PrepareToSleep();
+      int64_t now = NowNs();
+      if (ch_->ReleaseHeldIfDue(now) == 0) {
+        CHECK(now - began >= ChannelOptions().hold_ns, "released early");
+        break;
+      }
+      CHECK(now - began < 2'000'000'000, "the hold never ended");
+      usleep(2000);
+    }
+  }
+
+ private:
+  RdmaChannel* ch_;
+};
+
+class TcpHoldWriter : public HoldWriter {
+ public:
+  explicit TcpHoldWriter(int fd) : fd_(fd) {}
+  void Cork(bool on) override { Set(TCP_CORK, on); }
+  void Push() override {
+    Set(TCP_NODELAY, 1);
+    Set(TCP_NODELAY, 0);
+  }
+  void Send(const void* buf, size_t len, bool more) override {
+    size_t done = 0;
+    while (done < len) {
+      ssize_t n = send(fd_, static_cast<const char*>(buf) + done, len - done,
+                       more ? MSG_MORE : 0);
+      CHECK(n > 0, "tcp send");
+      done += static_cast<size_t>(n);
+    }
+  }
+  void ZeroCopySend(const void* buf, size_t len) override { Send(buf, len, false); }
+  void ShutWrite() override { CHECK(shutdown(fd_, SHUT_WR) == 0, "shutdown"); }
+  void AwaitStep() override {
+    char c;
+    CHECK(recv(fd_, &c, 1, MSG_WAITALL) == 1, "tcp step");
+  }
+  void IdleWhileHeld() override { usleep(300'000); }
+
+ private:
+  void Set(int name, int on) {
+    CHECK(setsockopt(fd_, IPPROTO_TCP, name, &on, sizeof(on)) == 0, "setsockopt");
+  }
+  int fd_;
+};
+
+class ChannelHoldReader : public HoldReader {
+ public:
+  explicit ChannelHoldReader(RdmaChannel* ch) : ch_(ch) {}
+  bool ReadableWithin(int ms) override {
+    int64_t end = NowNs() + int64_t{ms} * 1'000'000;
+    do {
+      if (ch_->ReadableBytes() > 0 || ch_->peer_finished()) return true;
+      usleep(500);
+    } while (NowNs() < end);
+    return false;
+  }
+  std::string Read(size_t len) override {
+    std::string s(len, '\0');
+    RecvExactly(ch_, s.data(), len);
+    return s;
+  }
+  ssize_t ReadOne() override {
+    char c;
+    return ch_->Recv(&c, 1, WaitOptions{10'000'000'000});
+  }
+  void Step() override { SendAll(ch_, "s", 1); }
+
+ private:
+  RdmaChannel* ch_;
+};
+
+class TcpHoldReader : public HoldReader {
+ public:
+  explicit TcpHoldReader(int fd) : fd_(fd) {}
+  bool ReadableWithin(int ms) override {
+    struct pollfd p = {fd_, POLLIN, 0};
+    return poll(&p, 1, ms) == 1;
+  }
+  std::string Read(size_t len) override {
+    std::string s(len, '\0');
+    CHECK(recv(fd_, s.data(), len, MSG_WAITALL) == static_cast<ssize_t>(len),
+          "tcp read");
+    return s;
+  }
+  ssize_t ReadOne() override {
+    char c;
+    return recv(fd_, &c, 1, 0);
+  }
+  void Step() override { CHECK(send(fd_, "s", 1, 0) == 1, "tcp step"); }
+
+ private:
+  int fd_;
+};
+
+constexpr size_t kHoldBig = 100 * 1024;  // above ChannelOptions::hold_max
+
+// The writer's steps; HoldReadSteps observes each.  A MSG_MORE send waits
+// for a step first: the step's segment acknowledges the data before it, and
+// kernel TCP also sends a MSG_MORE segment once the ACK of earlier data
+// comes in (only TCP_CORK outlasts it), which shared memory and RDMA do not
+// imitate (docs/COMPATIBILITY.md).
+void HoldWriteSteps(HoldWriter& w) {
+  w.Cork(true);
+  w.Send("cork", 4, false);
+  w.AwaitStep();
+  w.Cork(false);
+
+  w.AwaitStep();
+  w.Send("more", 4, true);
+  w.AwaitStep();
+  w.Send("!", 1, false);
+
+  w.Cork(true);
+  w.Send("push", 4, false);
+  w.AwaitStep();
+  w.Push();
+  w.AwaitStep();
+  w.Cork(false);
+
+  std::vector<char> big(kHoldBig, 'b');
+  w.Cork(true);
+  w.Send(big.data(), big.size(), false);
+  w.AwaitStep();
+  w.Cork(false);
+
+  static const char kZeroCopy[] = "data";
+  w.AwaitStep();
+  w.Send("zc-", 3, true);
+  w.AwaitStep();
+  w.ZeroCopySend(kZeroCopy, 4);
+
+  w.AwaitStep();
+  w.Send("late", 4, true);
+  w.IdleWhileHeld();
+  w.AwaitStep();
+
+  w.Cork(true);
+  w.Send("fin", 3, false);
+  w.AwaitStep();
+  w.ShutWrite();
+}
+
+std::string HoldReadSteps(HoldReader& r) {
+  std::string t;
+  auto note = [&t](const std::string& what, bool v) {
+    t += what + (v ? ": yes\n" : ": no\n");
+  };
+  note("corked send readable", r.ReadableWithin(50));
+  r.Step();
+  note("uncorked: read cork", r.Read(4) == "cork");
+
+  r.Step();
+  note("msg_more send readable", r.ReadableWithin(50));
+  r.Step();
+  note("plain send after it: read more!", r.Read(5) == "more!");
+
+  note("corked before push readable", r.ReadableWithin(50));
+  r.Step();
+  note("pushed: read push", r.Read(4) == "push");
+  r.Step();
+
+  note("corked 100 KiB readable within 1 s", r.ReadableWithin(1000));
+  r.Step();
+  note("uncorked: read 100 KiB", r.Read(kHoldBig) == std::string(kHoldBig, 'b'));
+
+  r.Step();
+  note("msg_more before a zero-copy send readable", r.ReadableWithin(50));
+  r.Step();
+  note("zero-copy send: read zc-data in order", r.Read(7) == "zc-data");
+
+  int64_t t0 = NowNs();
+  r.Step();
+  bool came = r.ReadableWithin(3000);
+  int64_t waited_ms = (NowNs() - t0) / 1'000'000;
+  std::printf("hold: a lone MSG_MORE send arrived after %lld ms\n",
+              static_cast<long long>(waited_ms));
+  note("msg_more held alone arrives after 100 ms..2 s",
+       came && waited_ms >= 100 && waited_ms < 2000);
+  note("held alone: read late", r.Read(4) == "late");
+  r.Step();
+
+  note("corked before shutdown readable", r.ReadableWithin(50));
+  r.Step();
+  note("shutdown: read fin", r.Read(3) == "fin");
+  note("then end of stream", r.ReadOne() == 0);
+  return t;
+}
+
+int TcpListenAny(const char* ip, int* port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0, "socket");
+  sockaddr_in a = Addr(ip, 0);
+  CHECK(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "bind");
+  CHECK(listen(fd, 1) == 0, "listen");
+  socklen_t len = sizeof(a);
+  CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0, "getsockname");
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// RDMA only (a kernel's socket buffers differ): a held send that fills the
+// peer's ring is posted, or the writer would wait for a credit the reader
+// cannot give.  The writer fills all but kRoom bytes of our ring, uncorked,
+// then sends 2 x kRoom corked: we consume nothing (no credit) until its
+// first kRoom bytes arrived too.
+constexpr uint32_t kRoom = 1000;
+
+void RingFullReader(RdmaChannel* ch) {
+  uint32_t fill = 0;
+  RecvExactly(ch, &fill, sizeof(fill));  // 4 bytes: no credit for them
+  int64_t end = NowNs() + 10'000'000'000;
+  while (ch->ReadableBytes() < static_cast<int64_t>(fill) + kRoom) {
+    CHECK(NowNs() < end, "a held send into a full ring was not posted "
+          "(%lld of %u bytes arrived)", (long long)ch->ReadableBytes(),
+          fill + kRoom);
+    usleep(1000);
+  }
+  std::vector<char> buf(fill + kRoom);
+  RecvExactly(ch, buf.data(), buf.size());
+}
+
+void RingFullWriter(RdmaChannel* ch) {
+  uint32_t fill = static_cast<uint32_t>(ch->send_capacity()) - kRoom -
+                  static_cast<uint32_t>(sizeof(fill));
+  SendAll(ch, &fill, sizeof(fill));
+  std::vector<char> bytes(fill, 'f');
+  SendAll(ch, bytes.data(), bytes.size());
+  ch->SetCork(true);
+  std::vector<char> extra(2 * kRoom, 'x');
+  ssize_t n = ch->Send(extra.data(), extra.size(), WaitOptions{0});
+  CHECK(n == static_cast<ssize_t>(kRoom),
+        "a corked send into a nearly full ring took %zd", n);
+  CHECK(ch->held_bytes() == 0, "a held send that filled the ring stayed held");
+  ch->SetCork(false);
+}
+
+int HoldServer(const char* ip, int port) {
+  auto l = ListenOrDie(ip, port);
+  auto ch = AcceptOrDie(l.get());
+  int tcp_port = 0;
+  int lfd = TcpListenAny(ip, &tcp_port);
+  uint32_t p = static_cast<uint32_t>(tcp_port);
+  SendAll(ch.get(), &p, sizeof(p));
+  int fd = accept(lfd, nullptr, nullptr);
+  CHECK(fd >= 0, "tcp accept");
+  close(lfd);
+
+  TcpHoldReader tcp(fd);
+  std::string want = HoldReadSteps(tcp);
+  RingFullReader(ch.get());
+  ChannelHoldReader rdma(ch.get());
+  std::string got = HoldReadSteps(rdma);
+  std::printf("hold: kernel TCP:\n%shold: RDMA:\n%s", want.c_str(), got.c_str());
+  CHECK(got == want, "RDMA's held sends differ from kernel TCP's");
+  close(fd);
+  return 0;
+}
+
+int HoldClient(const char* ip, int port) {
+  auto ch = ConnectOrDie(ip, port, 16 * 1024);  // as RdmaTransport's default
+  uint32_t tcp_port = 0;
+  RecvExactly(ch.get(), &tcp_port, sizeof(tcp_port));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = Addr(ip, static_cast<int>(tcp_port));
+  CHECK(fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0,
+        "tcp connect");
+  TcpHoldWriter tcp(fd);
+  HoldWriteSteps(tcp);
+  RingFullWriter(ch.get());
+  ChannelHoldWriter rdma(ch.get());
+  HoldWriteSteps(rdma);
+  ch->Close();
+  close(fd);
+  return 0;
+}
+
 // ---- kill ----
 
 pid_t Spawn(const std::vector<std::string>& args) {
@@ -666,6 +1019,7 @@ int Driver() {
     int timeout_s;
     bool needs_client;
   } scenarios[] = {{"pingpong", 120, true}, {"cork", 120, true},
+                   {"hold", 120, true},
                    {"bulk", 400, true},
                    {"kill", 120, false}, {"qperr", 60, true}};
   const char* only = std::getenv("VSOCKET_RDMA_TEST_ONLY");
@@ -706,6 +1060,7 @@ int main(int argc, char** argv) {
   if (scenario == "bulk") return server ? BulkServer(ip, port) : BulkClient(ip, port);
   if (scenario == "pingpong") return server ? PingServer(ip, port) : PingClient(ip, port);
   if (scenario == "cork") return server ? CorkServer(ip, port) : CorkClient(ip, port);
+  if (scenario == "hold") return server ? HoldServer(ip, port) : HoldClient(ip, port);
   if (scenario == "kill") return server ? KillServer(ip, port) : KillClient(ip, port);
   if (scenario == "qperr") return server ? QpErrServer(ip, port) : QpErrClient(ip, port);
   std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
