@@ -116,10 +116,22 @@ struct RdmaTransport::Core::HoldCheck : public ProgressWatcher {
   explicit HoldCheck(std::weak_ptr<Core> c) : core(std::move(c)) {}
   void OnReadable(int) override {}  // watches no descriptor
   // Progress thread: posts the hold if it is due, else looks again then.
+  // try_lock: a caller inside a call (a close waiting for its disconnect
+  // holds the lock for up to its drain bound) must not stall the thread
+  // that serves every connection and listener; look again 1 ms later (the
+  // check stays pending meanwhile).
   bool OnCheck() override {
     std::shared_ptr<Core> c = core.lock();
     if (!c) return false;
-    std::lock_guard<std::mutex> lock(c->mu);
+    std::unique_lock<std::mutex> lock(c->mu, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      // c->hold_check is this object: set once, before it was scheduled.
+      if (ScheduleCheck(c->hold_check, kBusyRetryNs) != 0) {
+        lock.lock();  // no timer (cannot happen in the owning process)
+        c->hold_check_pending = false;
+      }
+      return false;
+    }
     c->hold_check_pending = false;
     if (!c->watching || !c->channel) return false;
     c->channel->ReleaseHeldIfDue(MonotonicNs());
@@ -127,6 +139,7 @@ struct RdmaTransport::Core::HoldCheck : public ProgressWatcher {
     c->KeepHoldBounded();  // not due yet, or a new hold began meanwhile
     return false;
   }
+  static constexpr int64_t kBusyRetryNs = 1'000'000;
   std::weak_ptr<Core> core;
 };
 
