@@ -12,58 +12,25 @@
 #ifndef VSOCKET_TESTS_CONFORMANCE_PAIR_HARNESS_H_
 #define VSOCKET_TESTS_CONFORMANCE_PAIR_HARNESS_H_
 
-#include <errno.h>
-#include <string.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
 
+#include "child_check.h"
+#include "clock.h"
+#include "control_channel.h"
 #include "socket_api.h"
 #include "transports.h"
 
 namespace conformance {
 
-// "server" or "client" in an end, "main" in the gtest process.
-extern const char* g_role;
-
-// Prints the FAIL line (with the current errno) and _exit(1)s.
-[[noreturn]] void Fail(const char* file, int line, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-#define CHECK(cond, ...)                                                 \
-  do {                                                                   \
-    if (!(cond)) ::conformance::Fail(__FILE__, __LINE__, __VA_ARGS__);   \
-  } while (0)
-
-// `expr` (evaluated once, errno cleared first) returns -1 with errno `e`.
-#define CHECK_ERR(expr, e)                                                  \
-  do {                                                                      \
-    errno = 0;                                                              \
-    long long rc_ = static_cast<long long>(expr);                           \
-    CHECK(rc_ == -1 && errno == (e), "%s: rc %lld, want -1/%s", #expr, rc_, \
-          strerror(e));                                                     \
-  } while (0)
-
-// `expr` returns exactly `want` (a count or 0).
-#define CHECK_RC(expr, want)                                               \
-  do {                                                                     \
-    errno = 0;                                                             \
-    long long rc_ = static_cast<long long>(expr);                          \
-    CHECK(rc_ == static_cast<long long>(want), "%s: rc %lld, want %lld",   \
-          #expr, rc_, static_cast<long long>(want));                       \
-  } while (0)
-
-// CLOCK_MONOTONIC in milliseconds.
-int64_t NowMs();
-
-// Control channel to the other end: a plain AF_UNIX socket (not vsocket).
-// Fail()s if the other end went away.
-struct Ctl {
-  int fd = -1;
-  void Send(int64_t value);
-  int64_t Recv();
-};
+// The shared failure reporting (CHECK, CHECK_ERR, CHECK_RC), clock and
+// control channel (tests/support/).  g_role: "server" or "client" in an
+// end, "main" in the gtest process.
+using vsocket_test::Fail;
+using vsocket_test::g_role;
+using vsocket_test::NowMs;
+using Ctl = vsocket_test::ControlEnd;
 
 // One end of the connection, inside its process.
 struct End {

@@ -10,6 +10,10 @@
 
 namespace conformance {
 
+using vsocket_test::KernelApi;
+using vsocket_test::SocketApi;
+using vsocket_test::VsocketApi;
+
 struct Transport {
   const char* name;        // gtest parameter name: kernel, tcp, or the backend's
   const SocketApi* api;

@@ -20,12 +20,13 @@
 #include <cstring>
 #include <string>
 
+#include "clock.h"
 #include "loopback.h"
 #include "vsocket/vsocket.h"
 
 namespace {
 
-using vsocket_test_support::NowMs;
+using vsocket_test::NowMs;
 using vsocket_test_support::Loopback;
 
 constexpr int kDeferSeconds = 5;

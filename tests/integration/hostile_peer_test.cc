@@ -35,42 +35,23 @@
 
 #include "fifo_bridge/ring_layout.h"
 #include "fifo_bridge/shm_segment.h"
+#include "child_check.h"
+#include "clock.h"
+#include "forked_pair.h"
 #include "loopback.h"
+#include "stream_endpoints.h"
 #include "vsocket/vsocket.h"
 
 namespace {
 
-using vsocket_test_support::NowMs;
+using vsocket_test::ControlPair;
+using vsocket_test::g_role;
+using vsocket_test::NowMs;
 using vsocket_test_support::Loopback;
 
 namespace fifo = vsocket::fifo;
 
-const char* g_role = "main";
-
-[[noreturn]] void Fail(const char* file, int line, const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "FAIL [%s] %s:%d: %s (errno %d %s)\n", g_role, file, line,
-          msg, errno, strerror(errno));
-  _exit(1);
-}
-#define CHECK(cond, ...) \
-  do { if (!(cond)) Fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)
-
-struct Ctl {
-  int fds[2];
-  void Send(int side, int64_t v) {
-    CHECK(write(fds[side], &v, sizeof(v)) == sizeof(v), "ctl write");
-  }
-  int64_t Recv(int side) {
-    int64_t v = -1;
-    CHECK(read(fds[side], &v, sizeof(v)) == sizeof(v), "ctl read");
-    return v;
-  }
-};
+using Ctl = ControlPair;
 
 constexpr uint64_t kRing = 64 << 10;  // VSOCKET_RING_SIZE below
 
@@ -82,22 +63,12 @@ void Configure() {
 }
 
 int Listen(int* port) {
-  int fd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0, "socket");
-  sockaddr_in a = Loopback(0);
-  CHECK(vsocket_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "bind");
-  CHECK(vsocket_listen(fd, 16) == 0, "listen");
-  socklen_t len = sizeof(a);
-  CHECK(vsocket_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0, "name");
-  *port = ntohs(a.sin_port);
-  return fd;
+  return vsocket_test::ListenOn(vsocket_test::VsocketApi(), Loopback(0), port,
+                                {.backlog = 16});
 }
 
 int Connect(int port) {
-  int fd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0, "socket");
-  sockaddr_in a = Loopback(port);
-  CHECK(vsocket_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "connect");
+  int fd = vsocket_test::ConnectTo(vsocket_test::VsocketApi(), Loopback(port));
   const char* name = vsocket_transport_name(fd);
   CHECK(name && std::string(name) == "shm", "transport %s (%s)", name ? name : "null",
         vsocket_fallback_reason(fd));
@@ -247,15 +218,9 @@ struct Outcome {
 // applies attacks[i] to A_i, then the victim makes one call on each A_i and
 // an echo round trip on B.
 Outcome RunAttacks(const std::vector<Attack>& attacks) {
-  Ctl ctl;
-  Outcome out;
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, ctl.fds) != 0) return out;
   const int n = static_cast<int>(attacks.size());
-  pid_t peer = fork();
-  if (peer == 0) {
+  auto peer = [&](Ctl& ctl) {
     g_role = "peer";
-    close(ctl.fds[1]);
-    alarm(60);  // never hang the suite
     Configure();
     int port = 0;
     int lfd = Listen(&port);
@@ -276,13 +241,9 @@ Outcome RunAttacks(const std::vector<Attack>& attacks) {
     for (int i = 0; i < n; ++i) ctl.Send(0, attacks[i](segments[i]));
     Echo(conns[n]);
     ctl.Recv(0);  // the victim is done: only now may our ends close
-    _exit(0);
-  }
-  pid_t victim = fork();
-  if (victim == 0) {
+  };
+  auto victim = [&](Ctl& ctl, pid_t) {
     g_role = "victim";
-    close(ctl.fds[0]);
-    alarm(60);
     Configure();
     int port = static_cast<int>(ctl.Recv(1));
     std::vector<int> conns;
@@ -296,12 +257,14 @@ Outcome RunAttacks(const std::vector<Attack>& attacks) {
     for (int i = 0; i < n; ++i) VictimCall(conns[i], expect[i]);
     ExpectEcho(conns[n]);
     ctl.Send(1, 1);
-    _exit(0);
-  }
-  close(ctl.fds[0]);
-  close(ctl.fds[1]);
-  waitpid(victim, &out.victim_status, 0);
-  waitpid(peer, &out.peer_status, 0);
+  };
+  // The peer is the pair's server, the victim its client.
+  vsocket_test::PairStatus st =
+      vsocket_test::ForkPair(peer, victim, {.watchdog_s = 60});  // never hang the suite
+  Outcome out;
+  if (!st.error.empty()) return out;
+  out.victim_status = st.client.status;
+  out.peer_status = st.server.status;
   return out;
 }
 

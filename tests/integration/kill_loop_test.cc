@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "byte_stream.h"
+#include "clock.h"
 #include "fifo_bridge/shm_segment.h"
 #include "peer_harness.h"
 #include "segment_owner.h"
@@ -189,9 +190,9 @@ void RunExchange(int fd, pid_t victim, const std::atomic<int64_t>& kill_ns,
   size_t out_len = 0, out_off = 0;
   bool reading = true, writing = x->reply_bytes > 0, shut = false;
   int64_t dead_ns = 0;
-  const int64_t start = MonotonicNs();
+  const int64_t start = NowNs();
   while (reading || writing) {
-    const int64_t now = MonotonicNs();
+    const int64_t now = NowNs();
     if (dead_ns == 0) {
       if (kill_ns.load() != 0) dead_ns = kill_ns.load();
       else if (Exited(victim)) dead_ns = now;
@@ -236,7 +237,7 @@ void RunExchange(int fd, pid_t victim, const std::atomic<int64_t>& kill_ns,
         x->received += n;
       } else if (n == 0 || errno == ECONNRESET) {
         x->end = n == 0 ? "eof" : "ECONNRESET";
-        x->end_ns = MonotonicNs();
+        x->end_ns = NowNs();
         reading = false;
       } else if (errno != EAGAIN && errno != EINTR) {
         x->failure = std::string("recv failed with ") + strerrorname_np(errno);
@@ -317,7 +318,7 @@ class KillLoop {
     if (!victim.child) return {};
     const pid_t pid = victim.child->pid();
     pids_.insert(pid);
-    const int64_t born = MonotonicNs();
+    const int64_t born = NowNs();
     std::atomic<int64_t> kill_ns{0};
     std::thread killer;
     if (kill_after_ns >= 0) {
@@ -325,7 +326,7 @@ class KillLoop {
         std::this_thread::sleep_for(std::chrono::nanoseconds(kill_after_ns));
         if (!Exited(pid)) {
           ::kill(pid, SIGKILL);
-          kill_ns.store(MonotonicNs());
+          kill_ns.store(NowNs());
         }
       });
     }
@@ -349,7 +350,7 @@ class KillLoop {
     }
     if (killer.joinable()) killer.join();
     PeerResult r = Finish(*victim.child, 5s);
-    const int64_t life = MonotonicNs() - born;
+    const int64_t life = NowNs() - born;
     // A kill that found the victim already exiting did not kill it.
     const bool killed = !r.status.exited && r.status.signal == SIGKILL;
     SCOPED_TRACE("victim " + std::string(role == VictimRole::kClient ? "client" : "server") +
@@ -402,7 +403,7 @@ class KillLoop {
       int fd = vsocket_accept(listener_, nullptr, nullptr);
       if (fd >= 0) return fd;
       EXPECT_TRUE(errno == EAGAIN || errno == ECONNABORTED) << strerrorname_np(errno);
-      const int64_t now = MonotonicNs();
+      const int64_t now = NowNs();
       if (dead_ns == 0 && (kill_ns.load() != 0 || Exited(pid))) dead_ns = now;
       if (dead_ns != 0 && now - dead_ns > kMaxDetectNs) return -1;
     }
@@ -471,7 +472,7 @@ TEST_P(KillLoopTest, SurvivorSeesEofOrResetAndNothingLeaks) {
   const int maps_before = CountShmMappings();
   const int64_t registered_before = RegisteredBytes();
 
-  const int64_t start = MonotonicNs();
+  const int64_t start = NowNs();
   for (uint64_t i = 0; i < iterations && !HasFailure(); ++i) {
     const VictimRole role = rng.Below(2) ? VictimRole::kServer : VictimRole::kClient;
     // Half the kills anywhere in the victim's life, half around its
@@ -486,7 +487,7 @@ TEST_P(KillLoopTest, SurvivorSeesEofOrResetAndNothingLeaks) {
     }
     loop.Iteration(role, kill_after, &tally);
   }
-  const int64_t elapsed_ms = (MonotonicNs() - start) / 1'000'000;
+  const int64_t elapsed_ms = (NowNs() - start) / 1'000'000;
   loop.Unlisten();
   std::printf("kill loop %s: %lld ms; killed %d, lived %d, never connected %d; "
               "survivor saw eof %d, reset %d; %s %d, tcp %d; slowest detection %lld ms\n",

@@ -26,13 +26,14 @@
 
 #include <cstring>
 
+#include "clock.h"
 #include "loopback.h"
 #include "vsocket/vsocket.h"
 
 namespace {
 
 using vsocket_test_support::Loopback;
-using vsocket_test_support::NowMs;
+using vsocket_test::NowMs;
 
 TEST(ListenerGone, UnclaimedClientLearnsOfTheListenersDeathWithinASecond) {
   setenv("VSOCKET_TRANSPORT", "auto", 1);

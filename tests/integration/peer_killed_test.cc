@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "clock.h"
 #include "peer_harness.h"
 
 namespace vsocket_test {
@@ -74,7 +75,7 @@ TEST_P(PeerKilledTest, SurvivorSeesEofOrResetPromptlyThenEpipeAndCleansUp) {
     ASSERT_TRUE(victim_proc.WaitForLine("stalled", 20s)) << Finish(victim_proc, 0ms).Describe();
     std::this_thread::sleep_for(200ms);  // survivor drains and blocks in recv
   }
-  const int64_t t_kill = MonotonicNs();
+  const int64_t t_kill = NowNs();
   victim_proc.Signal(SIGKILL);
 
   PeerResult v = Finish(victim_proc, 5s);

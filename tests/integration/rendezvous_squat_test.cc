@@ -29,12 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "clock.h"
 #include "loopback.h"
 #include "vsocket/vsocket.h"
 
 namespace {
 
-using vsocket_test_support::NowMs;
+using vsocket_test::NowMs;
 using vsocket_test_support::Loopback;
 
 // Client -> echo server -> client; the datagram flood test sends more.

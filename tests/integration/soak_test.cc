@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "byte_stream.h"
+#include "clock.h"
 #include "process.h"
 #include "vsocket/vsocket.h"
 
@@ -275,7 +276,7 @@ void ClientThread(int port, uint64_t seed, std::atomic<int>* ready,
   while (end_ns->load() == 0 && !totals->failed) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  while (MonotonicNs() < end_ns->load() && !totals->failed) {
+  while (NowNs() < end_ns->load() && !totals->failed) {
     int& fd = fds[rng.Below(fds.size())];
     if (fd < 0 && (fd = Connect(port, totals)) < 0) return;
     const size_t len = rng.IoSize(kMaxMessage);
@@ -370,10 +371,10 @@ TEST_P(Soak, EchoesStayIntactAndResourcesStayFlat) {
   while (ready.load() < kThreads && !totals.failed) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  const int64_t end_ns = MonotonicNs() + static_cast<int64_t>(seconds) * 1'000'000'000;
+  const int64_t end_ns = NowNs() + static_cast<int64_t>(seconds) * 1'000'000'000;
   end_at.store(end_ns);
   std::vector<Sample> client, server_side;
-  while (MonotonicNs() < end_ns && !totals.failed) {
+  while (NowNs() < end_ns && !totals.failed) {
     std::this_thread::sleep_for(kSampleEvery);
     client.push_back(Measure(getpid()));
     server_side.push_back(Measure(server));

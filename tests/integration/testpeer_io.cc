@@ -99,12 +99,6 @@ void Die(const char* op) {
   std::exit(2);
 }
 
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 void SleepMs(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1'000'000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "byte_stream.h"
+#include "clock.h"
 
 namespace testpeer {
 
@@ -52,7 +53,7 @@ void Emit(const char* format, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void Die(const char* op);
 // Symbolic errno name ("EPIPE"), "0" for 0.
 std::string ErrName(int err);
-int64_t NowNs();  // CLOCK_MONOTONIC
+using vsocket_test::NowNs;  // CLOCK_MONOTONIC
 void SleepMs(int ms);
 
 // Writes all n bytes, spreading the calls over send/write/sendmsg as chosen

@@ -33,14 +33,18 @@
 #include <thread>
 #include <vector>
 
-#include "stats_json.h"
+#include "child_check.h"
+#include "clock.h"
+#include "forked_pair.h"
 #include "loopback.h"
+#include "stats_json.h"
+#include "stream_endpoints.h"
 #include "vsocket/vsocket.h"
 #include "zerocopy_stream.h"
 
 namespace {
 
-using vsocket_test_support::NowMs;
+using vsocket_test::NowMs;
 using vsocket_test_support::Loopback;
 
 using vsocket_zc_test::CheckPattern;
@@ -48,40 +52,7 @@ using vsocket_zc_test::FillPattern;
 using vsocket_zc_test::RecvMixed;
 using vsocket_zc_test::SendMixed;
 
-const char* g_role = "main";
-
-[[noreturn]] void Fail(const char* file, int line, const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "FAIL [%s] %s:%d: %s (errno %d %s)\n", g_role, file, line,
-          msg, errno, strerror(errno));
-  _exit(1);
-}
-#define CHECK(cond, ...) \
-  do { if (!(cond)) Fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)
-// -1 with exactly errno `e`.
-#define CHECK_ERR(expr, e)                                                   \
-  do {                                                                       \
-    errno = 0;                                                               \
-    long long rc_ = static_cast<long long>(expr);                            \
-    CHECK(rc_ == -1 && errno == (e), "%s: rc %lld, want -1/%s", #expr, rc_, \
-          strerror(e));                                                      \
-  } while (0)
-
-struct Ctl {
-  int fds[2];
-  void Send(int side, int64_t v) {
-    CHECK(write(fds[side], &v, sizeof(v)) == sizeof(v), "ctl write");
-  }
-  int64_t Recv(int side) {
-    int64_t v = -1;
-    CHECK(read(fds[side], &v, sizeof(v)) == sizeof(v), "ctl read");
-    return v;
-  }
-};
+using Ctl = vsocket_test::ControlPair;
 
 void Configure(const std::string& mode) {
   setenv("VSOCKET_TRANSPORT", mode.c_str(), 1);
@@ -90,23 +61,12 @@ void Configure(const std::string& mode) {
 }
 
 int Listen(int* port) {
-  int fd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0, "socket");
-  sockaddr_in a = Loopback(0);
-  CHECK(vsocket_bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "bind");
-  CHECK(vsocket_listen(fd, 4) == 0, "listen");
-  socklen_t len = sizeof(a);
-  CHECK(vsocket_getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0, "name");
-  *port = ntohs(a.sin_port);
-  return fd;
+  return vsocket_test::ListenOn(vsocket_test::VsocketApi(), Loopback(0), port,
+                                {.backlog = 4});
 }
 
 int Connect(int port) {
-  int fd = vsocket_socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0, "socket");
-  sockaddr_in a = Loopback(port);
-  CHECK(vsocket_connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "connect");
-  return fd;
+  return vsocket_test::ConnectTo(vsocket_test::VsocketApi(), Loopback(port));
 }
 
 void ExpectTransport(int fd, const std::string& mode) {
@@ -130,36 +90,13 @@ int Readable(int fd) {
 }
 
 // Runs both ends in children joined by a control socketpair; true when
-// both exited 0.
+// both exited 0.  The client starts with the port the server sent first.
 bool RunPair(const std::function<void(Ctl&)>& server,
              const std::function<void(Ctl&, int port)>& client) {
-  Ctl ctl;
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, ctl.fds) != 0) return false;
-  pid_t s = fork();
-  if (s == 0) {
-    g_role = "server";
-    close(ctl.fds[1]);
-    alarm(120);  // never hang the suite
-    server(ctl);
-    fflush(stdout);
-    _exit(0);
-  }
-  pid_t c = fork();
-  if (c == 0) {
-    g_role = "client";
-    close(ctl.fds[0]);
-    alarm(120);
-    client(ctl, static_cast<int>(ctl.Recv(1)));
-    fflush(stdout);
-    _exit(0);
-  }
-  close(ctl.fds[0]);
-  close(ctl.fds[1]);
-  int ss = 0, cs = 0;
-  waitpid(c, &cs, 0);
-  waitpid(s, &ss, 0);
-  return WIFEXITED(cs) && WEXITSTATUS(cs) == 0 && WIFEXITED(ss) &&
-         WEXITSTATUS(ss) == 0;
+  vsocket_test::PairStatus st = vsocket_test::ForkPair(
+      server, [&](Ctl& ctl, pid_t) { client(ctl, static_cast<int>(ctl.Recv(1))); },
+      {.watchdog_s = 120});  // never hang the suite
+  return st.error.empty() && st.server.ExitedZero() && st.client.ExitedZero();
 }
 
 class ZeroCopyApi : public testing::TestWithParam<std::string> {};

@@ -3,51 +3,29 @@
 // the data must flow.  Exits 77 (ctest SKIP) where a device exists (the
 // guest), since then the connection would rightly use RDMA.
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "child_check.h"
+#include "clock.h"
+#include "rdma_device.h"
 #include "vsocket/vsocket.h"
 
 namespace {
 
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);            \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno));    \
-      _exit(1);                                                       \
-    }                                                                 \
-  } while (0)
-
-bool HaveDevice() {
-  DIR* d = opendir("/sys/class/infiniband");
-  if (!d) return false;
-  bool any = false;
-  while (struct dirent* e = readdir(d)) any |= e->d_name[0] != '.';
-  closedir(d);
-  return any;
-}
-
-int64_t NowUs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
-}
+using vsocket_test::NowUs;
 
 }  // namespace
 
 int main() {
-  if (HaveDevice()) {
+  if (vsocket_test::HaveRdmaDevice()) {
     printf("SKIP: an RDMA device exists here\n");
     return 77;
   }

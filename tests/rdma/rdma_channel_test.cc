@@ -63,8 +63,10 @@
 #include <thread>
 #include <vector>
 
+#include "clock.h"
 #include "rdma_backend/rdma_channel.h"
 #include "rdma_backend/rdma_cm_connection.h"
+#include "stream_endpoints.h"
 
 extern char** environ;
 
@@ -78,11 +80,7 @@ using vsocket::rdma::WaitOptions;
 
 constexpr int kSkip = 77;
 
-int64_t NowNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
+using vsocket_test::NowNs;
 
 #define CHECK(cond, ...)                                              \
   do {                                                                \
@@ -139,13 +137,7 @@ ChannelOptions Options(uint32_t cork_max = 0) {
   return o;
 }
 
-sockaddr_in Addr(const char* ip, int port) {
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1, "bad ip %s", ip);
-  return a;
-}
+sockaddr_in Addr(const char* ip, int port) { return vsocket_test::Ipv4(ip, port); }
 
 std::unique_ptr<RdmaListener> ListenOrDie(const char* ip, int port) {
   std::string err;

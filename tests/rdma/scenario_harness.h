@@ -12,66 +12,39 @@
 #ifndef VSOCKET_TESTS_RDMA_SCENARIO_HARNESS_H_
 #define VSOCKET_TESTS_RDMA_SCENARIO_HARNESS_H_
 
-#include <errno.h>
 #include <netinet/in.h>
-#include <string.h>
 #include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
 #include <span>
 
+#include "child_check.h"
+#include "clock.h"
+#include "control_channel.h"
+#include "stream_endpoints.h"
+
 namespace vsocket_rdma_test {
 
 // Exit status of a program that found no RDMA device (ctest SKIP_RETURN_CODE).
 constexpr int kSkipExitCode = 77;
 
-// The running scenario's name, set by RunScenarios(); "?" before.
-extern const char* g_scenario;
-// This process's role in Fail() lines: "main", then "server" or "client" in
-// RunPair()'s children.  A scenario may set its own (e.g. in a child it
-// forks).
-extern const char* g_role;
-
-// Prints the FAIL line for printf-style `fmt` and the current errno, then
-// _exit(1)s (no atexit handlers, no stdio flush: safe in forked children).
-[[noreturn]] void Fail(const char* file, int line, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-// CHECK(cond, fmt, ...): Fail() with the message unless `cond` holds.
-#define CHECK(cond, ...)                                                  \
-  do {                                                                    \
-    if (!(cond)) ::vsocket_rdma_test::Fail(__FILE__, __LINE__, __VA_ARGS__); \
-  } while (0)
-
-// CHECK_ERR(expr, e): `expr` (evaluated once, with errno cleared first) must
-// return -1 with errno == e.
-#define CHECK_ERR(expr, e)                                                   \
-  do {                                                                       \
-    errno = 0;                                                               \
-    long long rc_ = static_cast<long long>(expr);                            \
-    CHECK(rc_ == -1 && errno == (e), "%s: rc %lld, want -1/%s", #expr, rc_, \
-          strerror(e));                                                      \
-  } while (0)
-
-// CLOCK_MONOTONIC in microseconds.
-int64_t NowUs();
-
-// $VSOCKET_RDMA_SELF_IP (the guest's rxe address), or "127.0.0.1".
-const char* SelfIp();
+// Failure lines (CHECK, CHECK_ERR), the clock, the control channel and the
+// guest's address come from tests/support/.  The running scenario's name
+// is vsocket_test::g_scope, set by RunScenarios().  g_role: this process's
+// role in Fail() lines: "main", then "server" or "client" in RunPair()'s
+// children.  A scenario may set its own (e.g. in a child it forks).
+using vsocket_test::Fail;
+using vsocket_test::g_role;
+using vsocket_test::NowUs;
+using vsocket_test::SelfIp;
 
 // The IPv4 address ip:port; Fail()s on a malformed `ip`.
-sockaddr_in Addr(const char* ip, int port);
+inline sockaddr_in Addr(const char* ip, int port) { return vsocket_test::Ipv4(ip, port); }
 
-// Control channel between a scenario's two children: a plain AF_UNIX
-// socketpair (not vsocket).  The server uses side 0, the client side 1;
-// a value sent on one side is received on the other.  Fail()s on a short
-// read or write (e.g. the peer died).
-struct Ctl {
-  int fds[2];
-  void Send(int side, int64_t value);
-  int64_t Recv(int side);
-};
+// Control channel between a scenario's two children (control_channel.h):
+// the server uses side 0, the client side 1.
+using Ctl = vsocket_test::ControlPair;
 
 // A vsocket listener (SO_REUSEADDR, backlog 16) on SelfIp():0; returns its
 // fd and stores the bound port in *port.  Fail()s on any error.

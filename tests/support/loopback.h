@@ -1,11 +1,10 @@
-// Small helpers the fork-based integration tests share: a loopback address
-// and a millisecond clock.  Header-only (no library to link).
+// The loopback address the fork-based integration tests listen on and
+// connect to.  Header-only (no library to link).  The clock: clock.h.
 #ifndef VSOCKET_TESTS_SUPPORT_LOOPBACK_H_
 #define VSOCKET_TESTS_SUPPORT_LOOPBACK_H_
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <time.h>
 
 #include <cstdint>
 
@@ -18,13 +17,6 @@ inline sockaddr_in Loopback(int port) {
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return a;
-}
-
-// CLOCK_MONOTONIC in milliseconds.
-inline int64_t NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
 }  // namespace vsocket_test_support

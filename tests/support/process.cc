@@ -67,12 +67,6 @@ std::string ExitStatus::ToString() const {
          sigabbrev_np(signal) + ")";
 }
 
-int64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 std::unique_ptr<Child> Child::Spawn(const SpawnOptions& options,
                                     std::string* error) {
   std::unique_ptr<Child> child(new Child);

@@ -80,10 +80,6 @@ class Child {
   ExitStatus status_;
 };
 
-// Monotonic clock in nanoseconds (CLOCK_MONOTONIC, comparable across
-// processes on the same host).
-int64_t MonotonicNs();
-
 }  // namespace vsocket_test
 
 #endif  // VSOCKET_TESTS_SUPPORT_PROCESS_H_

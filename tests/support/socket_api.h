@@ -1,16 +1,18 @@
-// The socket calls a conformance case makes, as a table of function
-// pointers: one table calls libc directly (the kernel reference, no vsocket
-// at all), the other calls the explicit vsocket API.  A case is written once
-// against SocketApi and runs unchanged on every transport.
-#ifndef VSOCKET_TESTS_CONFORMANCE_SOCKET_API_H_
-#define VSOCKET_TESTS_CONFORMANCE_SOCKET_API_H_
+// The socket calls a test makes, as a table of function pointers: one table
+// calls libc directly (the kernel reference, no vsocket at all), the other
+// calls the explicit vsocket API.  Code written once against SocketApi runs
+// unchanged on kernel TCP and on every vsocket transport (the conformance
+// cases, the forked pairs' listen/connect in stream_endpoints.h).
+// VsocketApi() needs the vsocket library linked by the test binary.
+#ifndef VSOCKET_TESTS_SUPPORT_SOCKET_API_H_
+#define VSOCKET_TESTS_SUPPORT_SOCKET_API_H_
 
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
-namespace conformance {
+namespace vsocket_test {
 
 struct SocketApi {
   int (*socket)(int domain, int type, int protocol);
@@ -44,6 +46,6 @@ const SocketApi& KernelApi();
 // include/vsocket/vsocket.h.
 const SocketApi& VsocketApi();
 
-}  // namespace conformance
+}  // namespace vsocket_test
 
-#endif  // VSOCKET_TESTS_CONFORMANCE_SOCKET_API_H_
+#endif  // VSOCKET_TESTS_SUPPORT_SOCKET_API_H_

@@ -6,7 +6,7 @@
 
 #include "vsocket/vsocket.h"
 
-namespace conformance {
+namespace vsocket_test {
 namespace {
 
 // libc's fcntl and ioctl are variadic; the table wants fixed signatures.
@@ -38,4 +38,4 @@ const SocketApi& VsocketApi() {
   return api;
 }
 
-}  // namespace conformance
+}  // namespace vsocket_test
