@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "exact_io.h"
 #include "forked_pair.h"
 #include "stream_endpoints.h"
 #include "vsocket/vsocket.h"
@@ -84,25 +85,9 @@ void RunEnd(const Transport& t, bool server, int ctl_fd, const EndFn& fn) {
 
 }  // namespace
 
-void End::SendAll(const void* buf, size_t len) {
-  const char* p = static_cast<const char*>(buf);
-  while (len > 0) {
-    ssize_t n = api.send(fd, p, len, MSG_NOSIGNAL);
-    CHECK(n > 0, "send: %zd", n);
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-}
+void End::SendAll(const void* buf, size_t len) { vsocket_test::SendAll(api, fd, buf, len); }
 
-void End::RecvAll(void* buf, size_t len) {
-  char* p = static_cast<char*>(buf);
-  while (len > 0) {
-    ssize_t n = api.recv(fd, p, len, 0);
-    CHECK(n > 0, "recv: %zd with %zu bytes still expected", n, len);
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-}
+void End::RecvAll(void* buf, size_t len) { vsocket_test::RecvAll(api, fd, buf, len); }
 
 void End::SetNonBlocking(bool on) {
   int fl = api.fcntl(fd, F_GETFL, 0);

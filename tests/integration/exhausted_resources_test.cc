@@ -40,6 +40,7 @@
 
 #include "byte_stream.h"
 #include "peer_harness.h"
+#include "stream_endpoints.h"
 #include "vsocket/vsocket.h"
 
 #ifndef VSOCKET_LIMIT_LAUNCHER_PATH
@@ -57,10 +58,7 @@ namespace {
 
 #ifdef VSOCKET_EXHAUSTED_RDMA
 // The guest's rxe address; "" outside the RDMA guest.
-std::string Host() {
-  const char* ip = getenv("VSOCKET_RDMA_SELF_IP");
-  return ip && *ip ? ip : "";
-}
+std::string Host() { return RdmaGuestIp(); }
 Env FastEnv() { return {{"VSOCKET_TRANSPORT", "rdma"}}; }
 #else
 std::string Host() { return "127.0.0.1"; }

@@ -37,6 +37,7 @@
 #include "fifo_bridge/shm_segment.h"
 #include "child_check.h"
 #include "clock.h"
+#include "exact_io.h"
 #include "forked_pair.h"
 #include "loopback.h"
 #include "stream_endpoints.h"
@@ -85,24 +86,14 @@ void ExpectEcho(int fd) {
   SetTimeout(fd, SO_RCVTIMEO, 3000);
   CHECK(vsocket_send(fd, "ping", 4, MSG_NOSIGNAL) == 4, "send on the healthy connection");
   char buf[4];
-  size_t got = 0;
-  while (got < 4) {
-    ssize_t n = vsocket_recv(fd, buf + got, 4 - got, 0);
-    CHECK(n > 0, "recv on the healthy connection: %zd", n);
-    got += static_cast<size_t>(n);
-  }
+  vsocket_test::RecvAll(vsocket_test::VsocketApi(), fd, buf, 4);
   CHECK(std::memcmp(buf, "ping", 4) == 0, "echo content");
 }
 
 // The peer's side of B.
 void Echo(int fd) {
   char buf[4];
-  size_t got = 0;
-  while (got < 4) {
-    ssize_t n = vsocket_recv(fd, buf + got, 4 - got, 0);
-    CHECK(n > 0, "echo recv: %zd", n);
-    got += static_cast<size_t>(n);
-  }
+  vsocket_test::RecvAll(vsocket_test::VsocketApi(), fd, buf, 4);
   CHECK(vsocket_send(fd, buf, 4, MSG_NOSIGNAL) == 4, "echo send");
 }
 

@@ -64,6 +64,7 @@
 #include "peer_harness.h"
 #include "segment_owner.h"
 #include "sha256.h"
+#include "stream_endpoints.h"
 #include "vsocket/vsocket.h"
 
 namespace vsocket_test {
@@ -73,10 +74,7 @@ constexpr int64_t kMaxDetectNs = 1'000'000'000;
 
 // Where and on what the loop runs.
 #ifdef VSOCKET_KILL_LOOP_RDMA
-std::string Host() {
-  const char* ip = getenv("VSOCKET_RDMA_SELF_IP");
-  return ip && *ip ? ip : "";
-}
+std::string Host() { return RdmaGuestIp(); }
 constexpr const char* kFastPath = "rdma";
 Env FastEnv() { return {{"VSOCKET_TRANSPORT", "rdma"}}; }
 #else
@@ -85,13 +83,7 @@ constexpr const char* kFastPath = "shm";
 Env FastEnv() { return Auto(); }
 #endif
 
-sockaddr_in Address(int port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, Host().c_str(), &a.sin_addr);
-  return a;
-}
+sockaddr_in Address(int port) { return Ipv4(Host().c_str(), port); }
 
 // Bytes of registered RDMA memory in this process (0 without RDMA).
 int64_t RegisteredBytes() {

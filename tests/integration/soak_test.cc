@@ -50,6 +50,7 @@
 #include "byte_stream.h"
 #include "clock.h"
 #include "process.h"
+#include "stream_endpoints.h"
 #include "vsocket/vsocket.h"
 
 namespace vsocket_test {
@@ -58,10 +59,7 @@ namespace {
 using namespace std::chrono_literals;
 
 #ifdef VSOCKET_SOAK_RDMA
-std::string Host() {
-  const char* ip = getenv("VSOCKET_RDMA_SELF_IP");
-  return ip && *ip ? ip : "";
-}
+std::string Host() { return RdmaGuestIp(); }
 constexpr const char* kFastPath = "rdma";
 // The probe's deadline is 3 s here, not the default 300 ms: the guest is
 // emulated (TCG), and on a loaded 2-core host its RDMA CM handshake can
@@ -85,13 +83,7 @@ void SetPolicy() { setenv("VSOCKET_TRANSPORT", "auto", 1); }
 constexpr int kMaxFallbackPerMille = 1;
 #endif
 
-sockaddr_in Address(int port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, Host().c_str(), &a.sin_addr);
-  return a;
-}
+sockaddr_in Address(int port) { return Ipv4(Host().c_str(), port); }
 
 // The transport a connection of the running case must take (Connect counts
 // the others as fallbacks): kFastPath, or "toe" in the toe case.

@@ -155,12 +155,12 @@ sockaddr_in Address(const std::string& host, int port) {
 // Reports the connection, runs the mode, reports again and closes.
 bool HandleConnection(const Config& c, int fd) {
   Emit("conn role=%s pid=%d uid=%d path=%s reason=%s t_ns=%lld", c.role.c_str(), getpid(),
-       static_cast<int>(geteuid()), Api().path(fd).c_str(), Api().reason(fd).c_str(),
+       static_cast<int>(geteuid()), PathOf(fd).c_str(), ReasonOf(fd).c_str(),
        static_cast<long long>(NowNs()));
   bool ok = RunMode(c.mode, &fd);
   if (fd >= 0) {
-    Emit("done pid=%d path=%s reason=%s", getpid(), Api().path(fd).c_str(),
-         Api().reason(fd).c_str());
+    Emit("done pid=%d path=%s reason=%s", getpid(), PathOf(fd).c_str(),
+         ReasonOf(fd).c_str());
     if (Api().close(fd) != 0) Die("close");
   }
   return ok;

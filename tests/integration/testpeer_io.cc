@@ -1,6 +1,5 @@
 #include "testpeer_io.h"
 
-#include <fcntl.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -11,65 +10,25 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "vsocket/vsocket.h"
 
 namespace testpeer {
 namespace {
 
 std::string OrNull(const char* s) { return s ? s : "(null)"; }
 
-const SocketApi kVsocketApi = {
-    .plain = false,
-    .socket = vsocket_socket,
-    .bind = vsocket_bind,
-    .listen = vsocket_listen,
-    .accept4 = vsocket_accept4,
-    .connect = vsocket_connect,
-    .getsockname = vsocket_getsockname,
-    .setsockopt = vsocket_setsockopt,
-    .send = vsocket_send,
-    .recv = vsocket_recv,
-    .sendmsg = vsocket_sendmsg,
-    .recvmsg = vsocket_recvmsg,
-    .read = vsocket_read,
-    .write = vsocket_write,
-    .shutdown = vsocket_shutdown,
-    .close = vsocket_close,
-    .get_fl = [](int fd) { return vsocket_fcntl(fd, F_GETFL); },
-    .set_fl = [](int fd, int fl) { return vsocket_fcntl(fd, F_SETFL, fl); },
-    .path = [](int fd) { return OrNull(vsocket_transport_name(fd)); },
-    .reason = [](int fd) { return OrNull(vsocket_fallback_reason(fd)); },
-};
-
-const SocketApi kLibcApi = {
-    .plain = true,
-    .socket = ::socket,
-    .bind = ::bind,
-    .listen = ::listen,
-    .accept4 = ::accept4,
-    .connect = ::connect,
-    .getsockname = ::getsockname,
-    .setsockopt = ::setsockopt,
-    .send = ::send,
-    .recv = ::recv,
-    .sendmsg = ::sendmsg,
-    .recvmsg = ::recvmsg,
-    .read = ::read,
-    .write = ::write,
-    .shutdown = ::shutdown,
-    .close = ::close,
-    .get_fl = [](int fd) { return ::fcntl(fd, F_GETFL); },
-    .set_fl = [](int fd, int fl) { return ::fcntl(fd, F_SETFL, fl); },
-    .path = [](int) { return std::string("plain"); },
-    .reason = [](int) { return std::string(); },
-};
-
 const SocketApi* g_api = nullptr;
+bool g_plain = false;
 
 }  // namespace
 
-void SelectApi(bool plain) { g_api = plain ? &kLibcApi : &kVsocketApi; }
+void SelectApi(bool plain) {
+  g_plain = plain;
+  g_api = plain ? &vsocket_test::KernelApi() : &vsocket_test::VsocketApi();
+}
 const SocketApi& Api() { return *g_api; }
+
+std::string PathOf(int fd) { return g_plain ? "plain" : OrNull(Api().transport_name(fd)); }
+std::string ReasonOf(int fd) { return g_plain ? "" : OrNull(Api().fallback_reason(fd)); }
 
 void Emit(const char* format, ...) {
   char line[4096];

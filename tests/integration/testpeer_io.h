@@ -1,9 +1,9 @@
 // vsocket_testpeer's view of the socket API and its output channel.
 //
-// SocketApi is a table of the calls the test peer makes; two tables exist:
-// one calling vsocket_* and one calling libc directly (--plain), so that the
-// plain peer never enters the library. Everything else in the test peer goes
-// through Api().
+// Api() is the table of the calls the test peer makes (tests/support/
+// socket_api.h): vsocket_* or, with --plain, libc directly, so that the
+// plain peer never enters the library.  Everything else in the test peer
+// goes through Api().
 #ifndef VSOCKET_TESTS_INTEGRATION_TESTPEER_IO_H_
 #define VSOCKET_TESTS_INTEGRATION_TESTPEER_IO_H_
 
@@ -16,35 +16,19 @@
 
 #include "byte_stream.h"
 #include "clock.h"
+#include "socket_api.h"
 
 namespace testpeer {
 
-struct SocketApi {
-  bool plain;
-  int (*socket)(int, int, int);
-  int (*bind)(int, const sockaddr*, socklen_t);
-  int (*listen)(int, int);
-  int (*accept4)(int, sockaddr*, socklen_t*, int);
-  int (*connect)(int, const sockaddr*, socklen_t);
-  int (*getsockname)(int, sockaddr*, socklen_t*);
-  int (*setsockopt)(int, int, int, const void*, socklen_t);
-  ssize_t (*send)(int, const void*, size_t, int);
-  ssize_t (*recv)(int, void*, size_t, int);
-  ssize_t (*sendmsg)(int, const msghdr*, int);
-  ssize_t (*recvmsg)(int, msghdr*, int);
-  ssize_t (*read)(int, void*, size_t);
-  ssize_t (*write)(int, const void*, size_t);
-  int (*shutdown)(int, int);
-  int (*close)(int);
-  int (*get_fl)(int);           // fcntl(F_GETFL)
-  int (*set_fl)(int, int);      // fcntl(F_SETFL, flags)
-  std::string (*path)(int);     // "shm" / "tcp" (vsocket) or "plain"
-  std::string (*reason)(int);   // fallback reason ("" on the fast path)
-};
+using vsocket_test::SocketApi;
 
 // Selects the table once, before any socket call.
 void SelectApi(bool plain);
 const SocketApi& Api();
+// What the peer reports of a connection: its path ("shm", "tcp", ...; "plain"
+// with --plain) and its fallback reason ("" with --plain).
+std::string PathOf(int fd);
+std::string ReasonOf(int fd);
 
 // Prints one protocol line ("TAG key=value ...") on stdout with a single
 // write(2), so lines of concurrent worker processes never interleave.

@@ -325,8 +325,8 @@ bool ModePollProbe(const ModeConfig& m, int fd) {
 
   // Fill the send direction with a non-blocking writer until EAGAIN.
   PollStep(fd, "writable", POLLOUT, 0);
-  int fl = Api().get_fl(fd);
-  if (fl < 0 || Api().set_fl(fd, fl | O_NONBLOCK) != 0) Die("set_nonblock");
+  int fl = Api().fcntl(fd, F_GETFL, 0);
+  if (fl < 0 || Api().fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) Die("set_nonblock");
   std::vector<char> chunk(64 * 1024, 'f');
   uint64_t filled = 0;
   int fill_errno = 0;
@@ -348,7 +348,7 @@ bool ModePollProbe(const ModeConfig& m, int fd) {
   CtlSend(m, 'D', filled);
   PollStep(fd, "unblocked", POLLOUT, 5000);
   CtlAck(m);
-  if (Api().set_fl(fd, fl) != 0) Die("set_blocking");
+  if (Api().fcntl(fd, F_SETFL, fl) != 0) Die("set_blocking");
 
   // Peer writes one byte 300 ms from now: a blocked poll wakes on it.
   CtlSend(m, 'S');

@@ -36,6 +36,7 @@
 #include "rdma_backend/rdma_channel.h"
 #include "rdma_backend/rdma_negotiation.h"
 #include "rdma_backend/wire_format.h"
+#include "exact_io.h"
 #include "scenario_harness.h"
 #include "vsocket/fallback_reason.h"
 #include "vsocket/vsocket.h"
@@ -125,23 +126,11 @@ HandMade HandConnect(int port) {
 }
 
 void SendAllApi(int fd, const void* buf, size_t len) {
-  const char* p = static_cast<const char*>(buf);
-  while (len > 0) {
-    ssize_t n = vsocket_send(fd, p, len, MSG_NOSIGNAL);
-    CHECK(n > 0, "send");
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
+  vsocket_test::SendAll(vsocket_test::VsocketApi(), fd, buf, len);
 }
 
 void RecvAllApi(int fd, void* buf, size_t len) {
-  char* p = static_cast<char*>(buf);
-  while (len > 0) {
-    ssize_t n = vsocket_recv(fd, p, len, 0);
-    CHECK(n > 0, "recv: %zd", n);
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
+  vsocket_test::RecvAll(vsocket_test::VsocketApi(), fd, buf, len);
 }
 
 // How the victim's connection A must end up after the attack.

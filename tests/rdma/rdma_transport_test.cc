@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "exact_io.h"
 #include "scenario_harness.h"
 #include "vsocket/vsocket.h"
 
@@ -76,13 +77,7 @@ std::string Reason(int fd) {
 }
 
 void SendAll(int fd, const void* buf, size_t len) {
-  const char* p = static_cast<const char*>(buf);
-  while (len > 0) {
-    ssize_t n = vsocket_send(fd, p, len, MSG_NOSIGNAL);
-    CHECK(n > 0, "send");
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
+  vsocket_test::SendAll(vsocket_test::VsocketApi(), fd, buf, len);
 }
 
 // --- integrity: 2 x N MiB through an echo server, full duplex -------------

@@ -4,8 +4,8 @@
 //
 // The line: "FAIL [scope/role] file:line: message (errno N text)", or
 // "FAIL [role] ..." while the scope is null.  Written for code that runs
-// between fork() and _exit(): no stdio buffering of stdout is flushed, no
-// atexit handler runs.
+// between fork() and _exit(): stderr is flushed, stdout's buffer is not,
+// and no atexit handler runs.
 #ifndef VSOCKET_TESTS_SUPPORT_CHILD_CHECK_H_
 #define VSOCKET_TESTS_SUPPORT_CHILD_CHECK_H_
 

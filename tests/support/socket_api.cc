@@ -24,7 +24,7 @@ const SocketApi& KernelApi() {
       ::send,    ::recv,    ::sendmsg,    ::recvmsg,     ::readv,
       ::writev,  ::shutdown,
       ::close,   ::setsockopt, ::getsockopt, ::getsockname, KernelFcntl, KernelIoctl,
-      ::poll,    nullptr,   ::read,      ::write};
+      ::poll,    nullptr,   ::read,      ::write,      ::accept4, nullptr};
   return api;
 }
 
@@ -34,7 +34,8 @@ const SocketApi& VsocketApi() {
       vsocket_connect,  vsocket_send,     vsocket_recv,       vsocket_sendmsg,
       vsocket_recvmsg,  vsocket_readv,    vsocket_writev,     vsocket_shutdown, vsocket_close,      vsocket_setsockopt,
       vsocket_getsockopt, vsocket_getsockname, VsocketFcntl,  vsocket_ioctl,      vsocket_poll,
-      vsocket_transport_name, vsocket_read, vsocket_write};
+      vsocket_transport_name, vsocket_read, vsocket_write, vsocket_accept4,
+      vsocket_fallback_reason};
   return api;
 }
 

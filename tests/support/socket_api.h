@@ -39,6 +39,10 @@ struct SocketApi {
   const char* (*transport_name)(int fd);
   ssize_t (*read)(int fd, void* buf, size_t len);
   ssize_t (*write)(int fd, const void* buf, size_t len);
+  int (*accept4)(int fd, sockaddr* addr, socklen_t* len, int flags);
+  // Why a connected socket is not on the fast path (vsocket_fallback_reason);
+  // nullptr in the kernel table.
+  const char* (*fallback_reason)(int fd);
 };
 
 // libc only: links no vsocket call.

@@ -10,9 +10,14 @@
 
 namespace vsocket_test {
 
-const char* SelfIp() {
+const char* RdmaGuestIp() {
   const char* ip = getenv("VSOCKET_RDMA_SELF_IP");
-  return ip ? ip : "127.0.0.1";
+  return ip ? ip : "";
+}
+
+const char* SelfIp() {
+  const char* ip = RdmaGuestIp();
+  return *ip ? ip : "127.0.0.1";
 }
 
 sockaddr_in Ipv4(const char* ip, int port) {

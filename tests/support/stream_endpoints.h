@@ -12,8 +12,12 @@
 
 namespace vsocket_test {
 
-// $VSOCKET_RDMA_SELF_IP (the Soft-RoCE guest's rxe address), else
-// "127.0.0.1": where a test that may run on RDMA listens.
+// $VSOCKET_RDMA_SELF_IP (the Soft-RoCE guest's rxe address); "" outside
+// the guest.
+const char* RdmaGuestIp();
+
+// RdmaGuestIp(), else "127.0.0.1": where a test that may run on RDMA
+// listens.
 const char* SelfIp();
 
 // ip:port; Fail()s on a malformed `ip`.
