@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "port_line_server.h"
 #include "preload_harness.h"
 
 namespace vsocket_preload_test {
@@ -27,18 +28,17 @@ Outcome RunAcrossUsers(const std::string& server_shares,
   if (!server_shares.empty()) so.env["VSOCKET_SHARE_UIDS"] = server_shares;
   if (!client_shares.empty()) co.env["VSOCKET_SHARE_UIDS"] = client_shares;
   Outcome o;
-  auto server = Process::Start({"setpriv", "--reuid=nobody", "--regid=nogroup",
-                                "--clear-groups", "--", Python3(), script, "server"},
-                               so);
-  EXPECT_TRUE(server);
-  if (!server) return o;
-  std::string port = server->WaitForLine(Ms(20000));
-  EXPECT_FALSE(port.empty()) << server->Stderr();
-  if (port.empty()) return o;
-  o.client = Run({Python3(), script, "client", port}, co, Ms(40000));
-  o.server.exit = server->Wait(Ms(10000));
-  o.server.out = server->Stdout();
-  o.server.err = server->Stderr();
+  ServedRun run = RunAgainstServer(
+      {"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", Python3(),
+       script, "server"},
+      so,
+      [&](const std::string& port) {
+        return std::vector<std::string>{Python3(), script, "client", port};
+      },
+      co);
+  if (!run.ran) return o;
+  o.server = run.server;
+  o.client = run.client;
   EXPECT_TRUE(o.client.exit.Ok()) << o.client.exit.ToString() << o.client.err;
   EXPECT_TRUE(o.server.exit.Ok()) << o.server.exit.ToString() << o.server.err;
   EXPECT_NE(o.client.out.find("ok " + std::to_string(kEchoBytes)), std::string::npos)

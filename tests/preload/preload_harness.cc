@@ -19,6 +19,8 @@
 #include <sstream>
 #include <thread>
 
+#include "stats_json.h"
+
 extern char** environ;
 
 namespace vsocket_preload_test {
@@ -184,51 +186,27 @@ Result Run(const std::vector<std::string>& argv, const Options& options,
   return r;
 }
 
-namespace {
-
-// The number after `"key":` in `text` from `from` on, or -1.
-int64_t NumberAfter(const std::string& text, const std::string& key, size_t from = 0) {
-  size_t at = text.find("\"" + key + "\":", from);
-  if (at == std::string::npos) return -1;
-  return std::strtoll(text.c_str() + at + key.size() + 3, nullptr, 10);
-}
-
-}  // namespace
-
-// Lines of the fixed shape
-//   {"pid":1,"transports":{"shm":{"connections":1,"bytes_sent":2,
-//    "bytes_received":3},"tcp":{...}},"fallback_reasons":{"name":1,...}}
+// Sums the lines StatsLines() finds (tests/support/stats_json.h) that
+// carry a "fallback_reasons" object.  A counter missing from a transport's
+// section counts -1, so that an expectation on it fails.
 Stats ParseStats(const std::string& text) {
   Stats s;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t start = line.find("{\"pid\":");
-    if (start == std::string::npos) continue;
-    line = line.substr(start);
-    size_t reasons_at = line.find("\"fallback_reasons\":{");
-    if (reasons_at == std::string::npos) continue;
+  for (const vsocket_test::JsonValue& line : vsocket_test::StatsLines(text)) {
+    const vsocket_test::JsonValue* reasons = line.Find({"fallback_reasons"});
+    if (reasons == nullptr || reasons->kind != vsocket_test::JsonValue::Kind::kObject) continue;
     ++s.lines;
     for (const char* kind : {"shm", "tcp"}) {
-      size_t at = line.find("\"" + std::string(kind) + "\":{");
-      if (at == std::string::npos || at > reasons_at) continue;
+      if (line.Find({"transports", kind}) == nullptr) continue;
       bool shm = kind[0] == 's';
-      (shm ? s.shm_connections : s.tcp_connections) += NumberAfter(line, "connections", at);
-      (shm ? s.shm_sent : s.tcp_sent) += NumberAfter(line, "bytes_sent", at);
-      (shm ? s.shm_received : s.tcp_received) += NumberAfter(line, "bytes_received", at);
+      using vsocket_test::StatsNumber;
+      (shm ? s.shm_connections : s.tcp_connections) +=
+          StatsNumber(line, {"transports", kind, "connections"});
+      (shm ? s.shm_sent : s.tcp_sent) += StatsNumber(line, {"transports", kind, "bytes_sent"});
+      (shm ? s.shm_received : s.tcp_received) +=
+          StatsNumber(line, {"transports", kind, "bytes_received"});
     }
-    // "name":N pairs up to the closing brace.
-    size_t pos = reasons_at + 20;
-    size_t close = line.find('}', pos);
-    while (pos < close) {
-      size_t q1 = line.find('"', pos);
-      if (q1 == std::string::npos || q1 >= close) break;
-      size_t q2 = line.find('"', q1 + 1);
-      if (q2 == std::string::npos || q2 >= close) break;
-      std::string name = line.substr(q1 + 1, q2 - q1 - 1);
-      s.reasons[name] += std::strtoll(line.c_str() + q2 + 2, nullptr, 10);
-      pos = line.find(',', q2);
-      if (pos == std::string::npos) break;
+    for (const auto& [name, count] : reasons->object) {
+      s.reasons[name] += static_cast<int64_t>(count.number);
     }
   }
   return s;

@@ -6,6 +6,7 @@
 
 #include <csignal>
 
+#include "port_line_server.h"
 #include "preload_harness.h"
 
 namespace vsocket_preload_test {
@@ -24,17 +25,16 @@ Outcome RunClient(bool preload, const std::vector<std::string>& specs,
   so.preload = co.preload = preload;
   so.env = co.env = env;
   Outcome o;
-  auto server = Process::Start({Python3(), script, "server"}, so);
-  EXPECT_TRUE(server);
-  if (!server) return o;
-  std::string port = server->WaitForLine(Ms(20000));
-  EXPECT_FALSE(port.empty()) << server->Stderr();
-  if (port.empty()) return o;
-  std::vector<std::string> argv = {Python3(), script, "client", port};
-  argv.insert(argv.end(), specs.begin(), specs.end());
-  o.client = Run(argv, co, Ms(40000));
-  ::kill(server->pid(), SIGTERM);
-  server->Wait(Ms(10000));
+  ServedRun run = RunAgainstServer(
+      {Python3(), script, "server"}, so,
+      [&](const std::string& port) {
+        std::vector<std::string> argv = {Python3(), script, "client", port};
+        argv.insert(argv.end(), specs.begin(), specs.end());
+        return argv;
+      },
+      co, Ms(40000), SIGTERM);
+  if (!run.ran) return o;
+  o.client = run.client;
   EXPECT_TRUE(o.client.exit.Ok()) << o.client.exit.ToString() << o.client.err;
   o.client_stats = ParseStats(o.client.err);
   return o;

@@ -16,6 +16,8 @@ class Parser {
     SkipSpace();
     return pos_ == s_.size();
   }
+  // One value at the start of the text; what follows it is ignored.
+  bool ParsePrefix(JsonValue* out) { return Value(out, 0); }
 
  private:
   static constexpr int kMaxDepth = 32;
@@ -143,18 +145,28 @@ std::optional<JsonValue> ParseJson(std::string_view text) {
   return v;
 }
 
-std::optional<JsonValue> FindStatsLine(std::string_view stderr_text) {
-  std::optional<JsonValue> found;
+std::vector<JsonValue> StatsLines(std::string_view stderr_text) {
+  std::vector<JsonValue> lines;
   while (!stderr_text.empty()) {
     size_t nl = stderr_text.find('\n');
     std::string_view line = stderr_text.substr(0, nl);
     stderr_text = nl == std::string_view::npos ? std::string_view()
                                                : stderr_text.substr(nl + 1);
-    if (!line.starts_with("{")) continue;
-    std::optional<JsonValue> v = ParseJson(line);
-    if (v && v->Find({"transports"}) != nullptr) found = std::move(v);
+    size_t start = line.find("{\"pid\":");
+    if (start == std::string_view::npos) continue;
+    JsonValue v;
+    if (Parser(line.substr(start)).ParsePrefix(&v) &&
+        v.Find({"transports"}) != nullptr) {
+      lines.push_back(std::move(v));
+    }
   }
-  return found;
+  return lines;
+}
+
+std::optional<JsonValue> FindStatsLine(std::string_view stderr_text) {
+  std::vector<JsonValue> lines = StatsLines(stderr_text);
+  if (lines.empty()) return std::nullopt;
+  return std::move(lines.back());
 }
 
 int64_t StatsNumber(const JsonValue& stats,

@@ -33,8 +33,13 @@ struct JsonValue {
 // Parses one JSON document; nullopt on any syntax error or trailing garbage.
 std::optional<JsonValue> ParseJson(std::string_view text);
 
-// The parsed stats line: the last stderr line that parses as a JSON object
-// with a "transports" member. nullopt if there is none.
+// Every stats line in a process tree's stderr (one per process), in order:
+// from each line's first `{"pid":` on, the JSON object there if it has a
+// "transports" member.  Text before or after the object on its line is
+// ignored (another process's unfinished output may share the line).
+std::vector<JsonValue> StatsLines(std::string_view stderr_text);
+
+// The last of StatsLines(); nullopt if there is none.
 std::optional<JsonValue> FindStatsLine(std::string_view stderr_text);
 
 // Number at `path` as an integer, or -1 if absent / not a number.
