@@ -67,6 +67,27 @@ size_t CountArgs(const char* first, va_list ap) {
   return n;
 }
 
+// The execl family: `arg` and the rest of the list up to its null pointer
+// become the argv handed to `exec` (real execve or execvpe), with environ,
+// or with the envp that follows the null pointer if `envp_follows`
+// (execle).  No allocation of its own: this may run in a vfork child, where
+// ExecExport does not allocate either.  Returns only if the exec failed.
+using ExecFn = int (*)(const char* path, char* const argv[], char* const envp[]);
+int ExecList(ExecFn exec, const char* path, const char* arg, va_list ap,
+             bool envp_follows) {
+  va_list counting;
+  va_copy(counting, ap);
+  size_t n = CountArgs(arg, counting);
+  char* const* envp = envp_follows ? va_arg(counting, char* const*) : environ;
+  va_end(counting);
+  char* argv[n + 1];
+  if (n) CollectArgs(arg, ap, argv, n - 1);
+  argv[n] = nullptr;
+  ExecExport handover;
+  handover.Prepare(envp);
+  return Finish(&handover, exec(path, argv, handover.envp()));
+}
+
 }  // namespace
 
 VSP_EXPORT int execve(const char* path, char* const argv[],
@@ -109,50 +130,26 @@ VSP_EXPORT int execveat(int dirfd, const char* path, char* const argv[],
                 real::execveat(dirfd, path, argv, handover.envp(), flags));
 }
 
-// The execl family: no allocation of its own (this may run in a vfork
-// child, where ExecExport does not allocate either).
 VSP_EXPORT int execl(const char* path, const char* arg, ...) __THROW {
   va_list ap;
   va_start(ap, arg);
-  size_t n = CountArgs(arg, ap);
+  int r = ExecList(real::execve, path, arg, ap, /*envp_follows=*/false);
   va_end(ap);
-  char* argv[n + 1];
-  va_start(ap, arg);
-  if (n) CollectArgs(arg, ap, argv, n - 1);
-  va_end(ap);
-  argv[n] = nullptr;
-  ExecExport handover;
-  handover.Prepare(environ);
-  return Finish(&handover, real::execve(path, argv, handover.envp()));
+  return r;
 }
 
 VSP_EXPORT int execlp(const char* file, const char* arg, ...) __THROW {
   va_list ap;
   va_start(ap, arg);
-  size_t n = CountArgs(arg, ap);
+  int r = ExecList(real::execvpe, file, arg, ap, /*envp_follows=*/false);
   va_end(ap);
-  char* argv[n + 1];
-  va_start(ap, arg);
-  if (n) CollectArgs(arg, ap, argv, n - 1);
-  va_end(ap);
-  argv[n] = nullptr;
-  ExecExport handover;
-  handover.Prepare(environ);
-  return Finish(&handover, real::execvpe(file, argv, handover.envp()));
+  return r;
 }
 
 VSP_EXPORT int execle(const char* path, const char* arg, ...) __THROW {
   va_list ap;
   va_start(ap, arg);
-  size_t n = CountArgs(arg, ap);
-  char* const* envp = va_arg(ap, char* const*);  // after the null pointer
+  int r = ExecList(real::execve, path, arg, ap, /*envp_follows=*/true);
   va_end(ap);
-  char* argv[n + 1];
-  va_start(ap, arg);
-  if (n) CollectArgs(arg, ap, argv, n - 1);
-  va_end(ap);
-  argv[n] = nullptr;
-  ExecExport handover;
-  handover.Prepare(envp);
-  return Finish(&handover, real::execve(path, argv, handover.envp()));
+  return r;
 }

@@ -178,7 +178,21 @@ size_t MaxRwCount() {
   return cap;
 }
 size_t CapLength(size_t len) { return len < MaxRwCount() ? len : MaxRwCount(); }
+
 bool ReadWriteLengthFaults(size_t len) { return len > SSIZE_MAX; }
+
+// readv/writev's iovec array as a message, checked as the kernel's
+// import_iovec checks it: 0 and its byte count in *total, or the errno to
+// fail with (EINVAL for a count outside [0, UIO_MAXIOV]).  `msg` points at
+// the caller's array; nothing is copied.
+int IovArrayMessage(const struct iovec* iov, int iovcnt, bool sending,
+                    struct msghdr* msg, uint64_t* total) {
+  if (iovcnt < 0 || iovcnt > UIO_MAXIOV) return EINVAL;
+  *msg = {};
+  msg->msg_iov = const_cast<struct iovec*>(iov);
+  msg->msg_iovlen = static_cast<size_t>(iovcnt);
+  return vsocket::stream_io_internal::CheckIovArray(msg, sending, total);
+}
 
 // vsocket_poll's look at its kernel descriptors (no sigmask to apply).
 int PollWithoutWaiting(struct pollfd* fds, nfds_t nfds, const sigset_t*) {
@@ -451,20 +465,14 @@ ssize_t vsocket_readv(int fd, const struct iovec* iov, int iovcnt) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::readv(fd, iov, iovcnt);
-  if (iovcnt < 0 || iovcnt > UIO_MAXIOV) {  // as the kernel's import_iovec
-    errno = EINVAL;
-    return -1;
-  }
-  struct msghdr msg = {};
-  msg.msg_iov = const_cast<struct iovec*>(iov);
-  msg.msg_iovlen = static_cast<size_t>(iovcnt);
-  // vfs_readv: an array of no bytes returns 0 at once, once it passed the
-  // kernel's checks (which the transport's receive would make).
+  struct msghdr msg;
   uint64_t total = 0;
-  if (int err = vsocket::stream_io_internal::CheckIovArray(&msg, /*sending=*/false, &total)) {
+  if (int err = IovArrayMessage(iov, iovcnt, /*sending=*/false, &msg, &total)) {
     errno = err;
     return -1;
   }
+  // vfs_readv: an array of no bytes returns 0 at once, once it passed the
+  // kernel's checks (which the transport's receive would make).
   if (total == 0) return 0;
   return RecvMsgOn(vs.get(), t, &msg, 0, /*checked=*/true);
 }
@@ -473,20 +481,14 @@ ssize_t vsocket_writev(int fd, const struct iovec* iov, int iovcnt) {
   auto vs = vsocket::PinSocket(fd);
   Transport* t = ConnectedTransport(vs, fd);
   if (!t) return sys::writev(fd, iov, iovcnt);
-  if (iovcnt < 0 || iovcnt > UIO_MAXIOV) {  // as the kernel's import_iovec
-    errno = EINVAL;
-    return -1;
-  }
-  struct msghdr msg = {};
-  msg.msg_iov = const_cast<struct iovec*>(iov);
-  msg.msg_iovlen = static_cast<size_t>(iovcnt);
-  // vfs_writev returns 0 for an array of no bytes without asking the
-  // socket (write(fd, buf, 0) and send do ask it: EPIPE after SHUT_WR).
+  struct msghdr msg;
   uint64_t total = 0;
-  if (int err = vsocket::stream_io_internal::CheckIovArray(&msg, /*sending=*/true, &total)) {
+  if (int err = IovArrayMessage(iov, iovcnt, /*sending=*/true, &msg, &total)) {
     errno = err;
     return -1;
   }
+  // vfs_writev returns 0 for an array of no bytes without asking the
+  // socket (write(fd, buf, 0) and send do ask it: EPIPE after SHUT_WR).
   if (total == 0) return 0;
   return SendMsgOn(vs.get(), t, &msg, 0, /*checked=*/true);
 }
