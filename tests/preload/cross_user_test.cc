@@ -16,9 +16,7 @@ namespace {
 
 constexpr int64_t kEchoBytes = 2 * 1024 * 1024 + 416500;  // see echo.py
 
-struct Outcome {
-  Result server, client;
-};
+using Outcome = ServedRun;  // .server, .client
 
 // "" leaves VSOCKET_SHARE_UIDS unset on that end.
 Outcome RunAcrossUsers(const std::string& server_shares,
@@ -27,8 +25,7 @@ Outcome RunAcrossUsers(const std::string& server_shares,
   Options so, co;
   if (!server_shares.empty()) so.env["VSOCKET_SHARE_UIDS"] = server_shares;
   if (!client_shares.empty()) co.env["VSOCKET_SHARE_UIDS"] = client_shares;
-  Outcome o;
-  ServedRun run = RunAgainstServer(
+  Outcome o = RunAgainstServer(
       {"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", Python3(),
        script, "server"},
       so,
@@ -36,9 +33,7 @@ Outcome RunAcrossUsers(const std::string& server_shares,
         return std::vector<std::string>{Python3(), script, "client", port};
       },
       co);
-  if (!run.ran) return o;
-  o.server = run.server;
-  o.client = run.client;
+  if (!o.ran) return o;
   EXPECT_TRUE(o.client.exit.Ok()) << o.client.exit.ToString() << o.client.err;
   EXPECT_TRUE(o.server.exit.Ok()) << o.server.exit.ToString() << o.server.err;
   EXPECT_NE(o.client.out.find("ok " + std::to_string(kEchoBytes)), std::string::npos)

@@ -10,25 +10,20 @@ namespace {
 
 constexpr int64_t kEchoBytes = 2 * 1024 * 1024 + 416500;  // see echo.py
 
-struct Outcome {
-  Result server, client;
-};
+using Outcome = ServedRun;  // .server, .client
 
 Outcome RunEcho(bool server_preloaded, bool client_preloaded) {
   std::string script = std::string(VSP_SCRIPT_DIR) + "/echo.py";
   Options so, co;
   so.preload = server_preloaded;
   co.preload = client_preloaded;
-  Outcome o;
-  ServedRun run = RunAgainstServer(
+  Outcome o = RunAgainstServer(
       {Python3(), script, "server"}, so,
       [&](const std::string& port) {
         return std::vector<std::string>{Python3(), script, "client", port};
       },
       co);
-  if (!run.ran) return o;
-  o.server = run.server;
-  o.client = run.client;
+  if (!o.ran) return o;
   EXPECT_TRUE(o.client.exit.Ok()) << o.client.exit.ToString() << o.client.err;
   EXPECT_TRUE(o.server.exit.Ok()) << o.server.exit.ToString() << o.server.err;
   EXPECT_NE(o.client.out.find("ok " + std::to_string(kEchoBytes)), std::string::npos)
