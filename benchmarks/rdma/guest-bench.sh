@@ -282,6 +282,7 @@ ratio_rows() {
     echo "| $label: vsocket 64 B latency / ib_write_lat (medians) | $lat | | ≤ 2 | $(verdict "$lat" '<=' 2) |"
     echo "| $label: vsocket 64 B latency / ib_send_lat (medians) | $(ratio "$(half "$(v RTT_P50)")" "$SENDLAT_P50") | | | |"
     echo "| $label: vsocket 64 B latency / rsocket (averages) | $(ratio "$(half "$(v RTT_AVG)")" "$RS_LAT_AVG") | | | |"
+    echo "| $label: vsocket 64 B latency / kernel TCP (averages) | $(ratio "$(half "$(v RTT_AVG)")" "$TCP_LAT_AVG") | | | |"
 }
 
 # The socket-level rows.  Args: PREFIX LABEL
@@ -305,6 +306,7 @@ socket_ratio_rows() {   # PREFIX LABEL [stream: no latency rows]
     [[ $only == stream ]] && return 0
     echo "| sockets, $label: vsocket 64 B latency / ib_write_lat (medians) | $lat | | ≤ 2 | $(verdict "$lat" '<=' 2) |"
     echo "| sockets, $label: vsocket 64 B latency / rsocket (averages) | $(ratio "$(v LAT_AVG)" "$RS_LAT_AVG") | | | |"
+    echo "| sockets, $label: vsocket 64 B latency / kernel TCP (averages) | $(ratio "$(v LAT_AVG)" "$TCP_LAT_AVG") | | | |"
 }
 
 write_table() {
