@@ -58,9 +58,10 @@ std::string ReadAll(const std::string& path) {
 }
 
 // Writes `bytes` as a page file of this (live) process under another name
-// the reader accepts, and reads it.
+// the reader accepts, and reads it.  The name is this process's own: ctest
+// runs the tests of this file in parallel processes.
 bool ReadForged(const std::string& bytes, vsocket_stat::Process* out, std::string* why) {
-  std::string path = LiveStatsDirectory() + "/forged-page";
+  std::string path = LiveStatsDirectory() + "/forged-page-" + std::to_string(getpid());
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
