@@ -100,6 +100,12 @@ int KernelLook(struct pollfd* fds, nfds_t nfds, const sigset_t* sigmask) {
   return real::ppoll(fds, nfds, &zero, sigmask);
 }
 
+// select() reports the time left in its timeout argument, as Linux does.
+void StoreTimeLeft(struct timeval* timeout, int64_t left_ns) {
+  timeout->tv_sec = left_ns / 1000000000;
+  timeout->tv_usec = (left_ns % 1000000000) / 1000;
+}
+
 // ns left of `timeout_ns` (-1: forever) since `start_ns`.
 int64_t NsLeft(int64_t timeout_ns, int64_t start_ns) {
   if (timeout_ns < 0) return -1;
@@ -341,8 +347,7 @@ int PselectAfterSpin(int nfds, fd_set* readfds, fd_set* writefds,
   if (select_timeout && left_ns >= 0) {
     int saved = errno;
     int64_t still = NsLeft(left_ns, start);
-    select_timeout->tv_sec = still / 1000000000;
-    select_timeout->tv_usec = (still % 1000000000) / 1000;
+    StoreTimeLeft(select_timeout, still);
     errno = saved;
   }
   return ready;
@@ -416,15 +421,13 @@ VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
                           nullptr, &user, &result, &start_left, &spun)) {
       if (timeout && result >= 0) {
         // Linux reports the time left in *timeout.
-        timeout->tv_sec = start_left / 1000000000;
-        timeout->tv_usec = (start_left % 1000000000) / 1000;
+        StoreTimeLeft(timeout, start_left);
       }
       return result;
     }
     if (timeout && start_left != timeout_ns) {
       // Linux reports the time left in *timeout.
-      timeout->tv_sec = start_left / 1000000000;
-      timeout->tv_usec = (start_left % 1000000000) / 1000;
+      StoreTimeLeft(timeout, start_left);
       timeout_ns = start_left;
     }
   }
@@ -437,8 +440,7 @@ VSP_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds,
                          }
                          if (timeout && left_ns != timeout_ns) {
                            // Linux reports the time left in *timeout too.
-                           timeout->tv_sec = left_ns / 1000000000;
-                           timeout->tv_usec = (left_ns % 1000000000) / 1000;
+                           StoreTimeLeft(timeout, left_ns);
                          }
                          return real::select(nfds, readfds, writefds, exceptfds,
                                              timeout);

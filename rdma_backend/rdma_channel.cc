@@ -792,6 +792,18 @@ void RdmaChannel::Abort() {
   Close();
 }
 
+namespace {
+
+// Destroys *p with `destroy` unless it is null, and forgets it.
+template <typename T, typename R>
+void DestroyOnce(T*& p, R (*destroy)(T*)) {
+  if (p == nullptr) return;
+  destroy(p);
+  p = nullptr;
+}
+
+}  // namespace
+
 void RdmaChannel::Close() {
   if (closed_) return;
   int64_t drain_deadline = MonotonicNs() + opt_.close_drain_timeout_ns;
@@ -834,26 +846,16 @@ void RdmaChannel::Close() {
     struct rdma_cm_event* ev = nullptr;
     while (rdma_get_cm_event(ec_, &ev) == 0) rdma_ack_cm_event(ev);
   }
+  // In this order: the QP before its CQ and the id, the CQ before its
+  // channel, the id before its event channel.
   if (qp_ != nullptr) {
     rdma_destroy_qp(id_);
     qp_ = nullptr;
   }
-  if (cq_ != nullptr) {
-    ibv_destroy_cq(cq_);
-    cq_ = nullptr;
-  }
-  if (cc_ != nullptr) {
-    ibv_destroy_comp_channel(cc_);
-    cc_ = nullptr;
-  }
-  if (id_ != nullptr) {
-    rdma_destroy_id(id_);
-    id_ = nullptr;
-  }
-  if (ec_ != nullptr) {
-    rdma_destroy_event_channel(ec_);
-    ec_ = nullptr;
-  }
+  DestroyOnce(cq_, ibv_destroy_cq);
+  DestroyOnce(cc_, ibv_destroy_comp_channel);
+  DestroyOnce(id_, rdma_destroy_id);
+  DestroyOnce(ec_, rdma_destroy_event_channel);
   if (pool_ != nullptr) {
     pool_->Free(rx_block_);
     pool_->Free(tx_block_);
