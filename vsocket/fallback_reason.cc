@@ -42,11 +42,11 @@ constexpr Entry kCoreReasons[kCore] = {
      "`VSOCKET_FD_SHARE` of `RLIMIT_NOFILE` (or the room between the soft and the "
      "hard limit), or setup hit `EMFILE`"},
     {"local_ports_busy",
-     "the client's socket had no port yet and none of 32 random ports of "
-     "`ip_local_port_range` was free (thousands of connections of the last minute "
-     "in `TIME_WAIT`): an offer is named after the client's port before the SYN, "
-     "so the kernel, whose `connect()` may reuse a `TIME_WAIT` port, chooses one "
-     "instead"},
+     "the client's socket had no port yet and no port of "
+     "`ip_local_port_range` could be bound (32 random ports, then `bind(0)`: "
+     "thousands of connections of the last minute in `TIME_WAIT`): an offer is "
+     "named after the client's port before the SYN, so the kernel, whose "
+     "`connect()` may reuse a `TIME_WAIT` port, chooses one instead"},
     {"short_lived",
      "this process's last 8 connections to the same address and port each moved "
      "data in fewer than `VSOCKET_SHORT_CALLS` calls (one request, one answer, "

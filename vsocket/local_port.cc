@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <random>
 #include <string>
@@ -160,6 +161,31 @@ int BindWildcard(int fd, int family, uint16_t port) {
   return sys::bind(fd, reinterpret_cast<struct sockaddr*>(&any), any_len);
 }
 
+// When the last LastResortPort found no port (CLOCK_MONOTONIC_COARSE
+// seconds), or -1.
+std::atomic<int64_t> g_last_resort_failed{-1};
+
+// The random tries missed: most of the range is taken (ten thousand
+// connections bound), but a port may be left.  bind(0), the kernel's own
+// scan, finds one if there is any, for a scan's time (milliseconds with
+// thousands of TIME_WAIT ports; it happens to a connection once its 32
+// random tries failed).  Only when it finds none does the connection keep
+// kernel TCP, and then none scans again within that second: a range full of
+// TIME_WAIT, where connect() does better, costs a scan a second, not one a
+// connection.
+uint16_t LastResortPort(int fd, int family, const PortNames* names) {
+  int64_t now = NowSeconds();
+  if (g_last_resort_failed.load(std::memory_order_relaxed) == now) return 0;
+  if (BindWildcard(fd, family, 0) != 0) {
+    if (errno == EADDRINUSE) g_last_resort_failed.store(now, std::memory_order_relaxed);
+    return 0;
+  }
+  uint16_t port = PortOf(fd);
+  // The kernel's port may still carry a provider's name: busy all the same.
+  if (port != 0 && names && names->held(port, names->context)) return 0;
+  return port;
+}
+
 }  // namespace
 
 bool ParseLocalPortRange(std::string_view text, PortSpan* range) {
@@ -213,9 +239,7 @@ uint16_t EnsureLocalPort(int fd, int family, const PortNames* names) {
     // Anything else (the socket got bound meanwhile, EACCES) ends here.
     if (errno != EADDRINUSE) return PortOf(fd);
   }
-  // The range is nearly full: bind(0) would scan it for milliseconds, and
-  // connect(), which may reuse a TIME_WAIT port, does better.
-  return 0;
+  return LastResortPort(fd, family, names);
 }
 
 }  // namespace vsocket

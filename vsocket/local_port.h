@@ -9,7 +9,9 @@
 // connect()'s own choice (unique by address and port pair, and allowed to
 // reuse a TIME_WAIT port) is made too late for an offer.  So random ports of
 // the range are tried directly (one hash bucket each, microseconds); when
-// they are all taken the connection keeps kernel TCP (`local_ports_busy`).
+// all of those are taken, bind(0) looks for one that is left (at most one
+// fruitless scan a second), and only when it finds none does the
+// connection keep kernel TCP (`local_ports_busy`).
 #ifndef VSOCKET_VSOCKET_LOCAL_PORT_H_
 #define VSOCKET_VSOCKET_LOCAL_PORT_H_
 
@@ -25,7 +27,8 @@ namespace vsocket {
 // both ends closed, and the client's close resets TCP (no TIME_WAIT): its
 // port is free again while the server has not closed yet.
 struct PortNames {
-  // True while a name for `port` exists.  Called before the bind.
+  // True while a name for `port` exists.  Called before the bind (after
+  // it for bind(0)'s port).
   bool (*held)(uint16_t port, const void* context);
   const void* context;
 };
@@ -33,11 +36,13 @@ struct PortNames {
 // REQUIRES: fd is an unconnected AF_INET/AF_INET6 stream socket of
 // `family`.  Binds an ephemeral port (wildcard address) if the application
 // did not bind one: a random free port of ip_local_port_range outside
-// ip_local_reserved_ports whose `names` (if given) are not held; or the
-// kernel's choice when the application set SO_REUSEADDR/SO_REUSEPORT (a
-// direct bind could then share a port with a connection to the same peer,
-// and the connect would fail).  Returns the local port, or 0 when none was
-// free or the bind failed.
+// ip_local_reserved_ports whose `names` (if given) are not held, or
+// bind(0)'s choice when no random try found one; or the kernel's choice
+// when the application set SO_REUSEADDR/SO_REUSEPORT (a direct bind could
+// then share a port with a connection to the same peer, and the connect
+// would fail).  Returns the local port, or 0 when none was free or the bind
+// failed (the socket may then be bound: to bind(0)'s port whose name is
+// held).
 // Thread-safe.
 uint16_t EnsureLocalPort(int fd, int family, const PortNames* names = nullptr);
 
