@@ -296,8 +296,8 @@ int ShmTransport::WaitReadable(StreamCall& call) {
     LiftPeerWriterBlock();
     int64_t wake_at = deadline_ns;
     bool unclaimed = !IsClaimed();
-    if (unclaimed && (wake_at < 0 || wake_at > claim_deadline_ns_))
-      wake_at = claim_deadline_ns_;
+    int64_t claim_deadline = claim_deadline_ns_.load(std::memory_order_relaxed);
+    if (unclaimed && (wake_at < 0 || wake_at > claim_deadline)) wake_at = claim_deadline;
     struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLIN, 0},
                             {tcp_fd_, POLLIN, 0}};
     int r = PollUntil(fds, 2, wake_at);

@@ -18,7 +18,9 @@
 #include <cstring>
 
 #include "base/real_libc.h"
+#include "fifo_bridge/claim_progress.h"
 #include "fifo_bridge/shm_reasons.h"
+#include "vsocket/config.h"
 #include "vsocket/descriptor_swap.h"
 #include "vsocket/log.h"
 #include "vsocket/stats.h"
@@ -195,7 +197,20 @@ void ShmTransport::MoveUserFd(int fd) {
 }
 
 int64_t ShmTransport::NextUnclaimedLook(int64_t now_ns) const {
-  return std::min(claim_deadline_ns_, now_ns + kListenerLookNs);
+  return std::min(claim_deadline_ns_.load(std::memory_order_relaxed),
+                  now_ns + kListenerLookNs);
+}
+
+bool ShmTransport::ClaimDeadlinePassed(int64_t now_ns) {
+  int64_t deadline = claim_deadline_ns_.load(std::memory_order_relaxed);
+  if (now_ns < deadline) return false;
+  if (listener_pid_ <= 0) return true;
+  int64_t by_progress = ClaimDeadlineByProgress(
+      listener_pid_, offer_made_ns_, int64_t{GetConfig().claim_timeout_ms} * 1000000);
+  if (now_ns >= by_progress) return true;
+  // Racing threads may each move it: to the same time, or to a later one.
+  claim_deadline_ns_.store(by_progress, std::memory_order_relaxed);
+  return false;
 }
 
 namespace {
@@ -216,7 +231,7 @@ int64_t ShmTransport::OnDeadline() {
 int64_t ShmTransport::NextLookAfterDeadline() {
   if (role_ == Role::kClient && !IsClaimed()) {
     int64_t now = MonotonicNs();
-    if (now >= claim_deadline_ns_) {
+    if (ClaimDeadlinePassed(now)) {
       MaybeRevoke(false, ShmReason().claim_timeout);
       return 0;
     }
@@ -257,7 +272,7 @@ bool ShmTransport::OnLivenessEvent() {
 
 bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
   if (role_ != Role::kClient || IsClaimed()) return revoked();
-  if (!force && MonotonicNs() < claim_deadline_ns_) return revoked();
+  if (!force && !ClaimDeadlinePassed(MonotonicNs())) return revoked();
   SideLock send_lock(&side_->send_lock);
   SideLock recv_lock(&side_->recv_lock);
   if (revoked()) return true;
@@ -265,7 +280,7 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
   if (!segment_->header()->claim.compare_exchange_strong(
           expected, kRevoked, std::memory_order_seq_cst)) {
     if (ClaimWasMade(expected)) {
-      claimed_.store(true, std::memory_order_release);
+      IsClaimed();  // notes the listener's progress
       return revoked();
     }
     // kRevoked by the server: it declined (its side could not be set up)

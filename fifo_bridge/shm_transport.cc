@@ -19,7 +19,9 @@
 #include <climits>
 
 #include "base/real_libc.h"
+#include "fifo_bridge/claim_progress.h"
 #include "fifo_bridge/shm_provider.h"
+#include "vsocket/config.h"
 #include "vsocket/log.h"
 
 namespace vsocket::fifo {
@@ -89,7 +91,8 @@ std::unique_ptr<ShmTransport> ShmTransport::Assemble(
   t->segment_ = std::move(segment);
   t->doorbell_ = std::move(doorbell);
   t->tcp_fd_ = tcp_fd;
-  t->claim_deadline_ns_ = claim_deadline_ns;
+  t->claim_deadline_ns_.store(claim_deadline_ns, std::memory_order_relaxed);
+  t->offer_made_ns_ = claim_deadline_ns - int64_t{GetConfig().claim_timeout_ms} * 1000000;
   t->claimed_.store(claimed, std::memory_order_relaxed);
   return t;
 }
@@ -188,7 +191,8 @@ bool ShmTransport::revoked() const {
 bool ShmTransport::IsClaimed() {
   if (claimed_.load(std::memory_order_acquire)) return true;
   if (ClaimWasMade(segment_->header()->claim.load(std::memory_order_seq_cst))) {
-    claimed_.store(true, std::memory_order_release);
+    if (!claimed_.exchange(true, std::memory_order_acq_rel) && listener_pid_ > 0)
+      NoteOfferClaimed(listener_pid_, offer_made_ns_, MonotonicNs());
     return true;
   }
   return false;

@@ -229,6 +229,11 @@ class ShmTransport final : public Transport,
   // The next unclaimed look after `now_ns`: kListenerLookNs on, or the
   // claim deadline if sooner.
   int64_t NextUnclaimedLook(int64_t now_ns) const;
+  // Client, unclaimed: true once the claim deadline has passed at `now_ns`
+  // and the listener's progress through our earlier offers does not move
+  // it later (fifo_bridge/claim_progress.h); else moves it and returns
+  // false.  Any thread.
+  bool ClaimDeadlinePassed(int64_t now_ns);
 
   ShmTransport() = default;
   // The object for one side over `segment`, with the given side state and
@@ -442,7 +447,10 @@ class ShmTransport final : public Transport,
   std::unique_ptr<RingProducer> producer_;
   std::unique_ptr<RingConsumer> consumer_;
   int tcp_fd_ = -1;
-  int64_t claim_deadline_ns_ = 0;
+  // Client, unclaimed: the claim deadline, moved later by the listener's
+  // progress (ClaimDeadlinePassed); read by any thread.
+  std::atomic<int64_t> claim_deadline_ns_{0};
+  int64_t offer_made_ns_ = 0;  // client: when the offer was made
   pid_t listener_pid_ = 0;  // client: 0 = unknown (no look)
   // Client, unclaimed: a drain of the wait socket took the server's
   // decline (Doorbell::DeclineOffer); TakeDecline acts on it.
