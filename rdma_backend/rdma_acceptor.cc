@@ -37,6 +37,13 @@ FallbackReason ReasonForRefusal(int err) {
                                        : RdmaReason().rdma_setup_failed;
 }
 
+// What accept() reports for a client that declined RDMA (wire_format.h).
+FallbackReason ReasonForDecline(uint8_t cause) {
+  return cause == static_cast<uint8_t>(DeclineCause::kMemoryLimit)
+             ? RdmaReason().peer_rdma_memory_limit
+             : RdmaReason().peer_declined_rdma;
+}
+
 // How long the server's half of a handshake may take (CONNECT_REQUEST to
 // ESTABLISHED) on the progress thread, and how long accept() waits for it.
 constexpr int64_t kServerHandshakeNs = 1'000'000'000;
@@ -82,12 +89,6 @@ class ListenerState : public ProgressWatcher {
     std::lock_guard<std::mutex> accept_lock(accept_mu_);
     if (!listener_) return;  // stopped
     for (int i = 0; i < 16; ++i) {
-      if (OverMemoryLimit()) {
-        VSOCKET_LOG(kInfo, "rdma: rejecting connection requests: over "
-                    "VSOCKET_RDMA_MAX_REGISTERED_MB");
-        listener_->RejectPending();
-        return;
-      }
       std::string key;
       std::string error;
       RdmaListener::PeerInfo info;
@@ -95,7 +96,14 @@ class ListenerState : public ProgressWatcher {
       // commits to RDMA at ESTABLISHED, so nothing may fail after it.
       std::unique_ptr<ReadinessSocket> ready;
       std::unique_ptr<RdmaTransport> stale;
+      bool over_limit = false;
+      // Runs before the request is answered, so that the client's SYN
+      // (which follows our answer) finds its key pending or recorded.
       auto mark_pending = [&](const RdmaListener::PeerInfo& peer) {
+        if (peer.declined != 0) {
+          RecordDecline(peer);
+          return false;
+        }
         if (peer.tcp_port == 0) return true;  // a bare channel, not for a socket
         key = ClientKey(reinterpret_cast<const sockaddr*>(&peer.addr),
                         peer.tcp_port);
@@ -105,6 +113,13 @@ class ListenerState : public ProgressWatcher {
           stale = std::move(p.transport);  // a stale pairing: replaced (reset)
           p.pending = true;
           p.expires_ns = MonotonicNs() + kServerHandshakeNs;
+        }
+        if (OverMemoryLimit()) {  // Refuse(): accept() says rdma_memory_limit
+          VSOCKET_LOG(kInfo, "rdma: rejecting the connection request of %s: "
+                      "over VSOCKET_RDMA_MAX_REGISTERED_MB", key.c_str());
+          over_limit = true;
+          errno = ENOMEM;
+          return false;
         }
         ready = std::make_unique<ReadinessSocket>();
         if (int err = ready->Open(); err != 0) {
@@ -119,8 +134,10 @@ class ListenerState : public ProgressWatcher {
       int err = errno;
       stale.reset();
       if (!channel) {
+        if (info.declined != 0) continue;  // recorded by mark_pending
         if (!key.empty()) Refuse(key, err);
         if (err == EAGAIN) return;
+        if (over_limit) continue;  // logged above
         VSOCKET_LOG(kWarn, "rdma: connection request refused: %s",
                     error.c_str());
         continue;
@@ -171,6 +188,29 @@ class ListenerState : public ProgressWatcher {
       ArmTimer();
     }
     cv_.notify_all();
+  }
+
+  // Progress thread: the client of `peer` will use TCP for a reason of its
+  // own, which accept() reports (a stale pairing under its key is reset).
+  void RecordDecline(const RdmaListener::PeerInfo& peer) {
+    if (peer.tcp_port == 0) return;
+    std::string key = ClientKey(reinterpret_cast<const sockaddr*>(&peer.addr),
+                                peer.tcp_port);
+    if (key.empty()) return;
+    VSOCKET_LOG(kDebug, "rdma: %s declined RDMA (cause %u)", key.c_str(),
+                peer.declined);
+    std::unique_ptr<RdmaTransport> stale;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Parked& p = parked_[key];
+      stale = std::move(p.transport);
+      p.pending = false;
+      p.refused = ReasonForDecline(peer.declined);
+      p.expires_ns =
+          MonotonicNs() + int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
+      ArmTimer();
+      cv_.notify_all();
+    }
   }
 
   // Application thread, in accept().

@@ -47,8 +47,10 @@ void StopRdmaListener(int handle);
 // `accepted_fd` names the transport's user descriptor from then on (keeping
 // its close-on-exec flag).  Otherwise nullptr with `accepted_fd` unchanged
 // and *reason (peer_not_vsocket: the client announced nothing;
-// rdma_setup_failed: the channel broke before accept; what the handshake
-// could not set up: fd_limit, rdma_memory_limit, rdma_setup_failed).
+// peer_rdma_memory_limit / peer_declined_rdma: it declined RDMA, naming
+// its cause; rdma_setup_failed: the channel broke before accept; what the
+// handshake could not set up: fd_limit, rdma_memory_limit,
+// rdma_setup_failed).
 std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,
                                             FallbackReason* reason);
 

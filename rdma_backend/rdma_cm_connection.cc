@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <time.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -60,8 +61,23 @@ class ChannelBuilder {
     }
   }
 
+  // Server: rejects a connection request our side refused with `err`.  A
+  // memory shortage (ENOMEM, EPERM from a registration) is a decline with
+  // the cause (wire_format.h), so the client reports it truthfully.
+  static void Reject(rdma_cm_id* id, int err) {
+    if (err != ENOMEM && err != EPERM) {
+      rdma_reject(id, nullptr, 0);
+      return;
+    }
+    uint8_t decline[kHelloBytes];
+    EncodeDecline(0, DeclineCause::kMemoryLimit, decline);
+    rdma_reject(id, decline, kHelloBytes);
+  }
+
   // Waits for an event of type `want`; other types are failures mapped to
-  // errno.  On success *out must be acked by the caller.
+  // errno (a rejection carrying the server's decline: ENOBUFS for its
+  // memory limit, EREMOTEIO for a cause this version does not know).  On
+  // success *out must be acked by the caller.
   static bool Expect(rdma_event_channel* ec, rdma_cm_event_type want,
                      int64_t deadline_ns, rdma_cm_event** out,
                      std::string* error) {
@@ -70,7 +86,18 @@ class ChannelBuilder {
     if (ev->event == want) return true;
     int err = EPROTO;
     switch (ev->event) {
-      case RDMA_CM_EVENT_REJECTED:
+      case RDMA_CM_EVENT_REJECTED: {
+        uint16_t port;
+        uint8_t cause;
+        err = ECONNREFUSED;
+        if (DecodeDecline(ev->param.conn.private_data,
+                          ev->param.conn.private_data_len, &port, &cause)) {
+          err = cause == static_cast<uint8_t>(DeclineCause::kMemoryLimit)
+                    ? ENOBUFS
+                    : EREMOTEIO;
+        }
+        break;
+      }
       case RDMA_CM_EVENT_CONNECT_ERROR:
         err = ECONNREFUSED;
         break;
@@ -125,7 +152,7 @@ class ChannelBuilder {
     ch->opt_ = opt;
     if (Setup(ch.get(), id, opt, error)) return ch;
     int e = errno;
-    if (passive) rdma_reject(id, nullptr, 0);
+    if (passive) Reject(id, e);
     ch.reset();  // destroys whatever Setup created, the id and ec
     errno = e;
     return nullptr;
@@ -249,67 +276,77 @@ class ChannelBuilder {
   static void MarkConnected(RdmaChannel* ch) { ch->connected_ = true; }
 };
 
-std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
-                                         const ChannelOptions& options,
-                                         std::string* error) {
-  int64_t deadline = MonotonicNs() + options.connect_timeout_ns;
+namespace {
+
+// A client id on its own event channel with the address and route to
+// `server` resolved, both bounded by `timeout_ns`.  Returns false with errno
+// and *error, having destroyed what it made.
+bool ResolveClientId(const struct sockaddr_in& server, int64_t timeout_ns,
+                     rdma_event_channel** ec_out, rdma_cm_id** id_out,
+                     std::string* error) {
+  int64_t deadline = MonotonicNs() + timeout_ns;
   rdma_event_channel* ec = rdma_create_event_channel();
-  if (ec == nullptr) {
-    Fail(error, errno ? errno : ENODEV, "rdma_create_event_channel");
-    return nullptr;
-  }
+  if (ec == nullptr) return Fail(error, errno ? errno : ENODEV, "rdma_create_event_channel");
   SetNonBlocking(ec->fd);
   rdma_cm_id* id = nullptr;
   if (rdma_create_id(ec, &id, nullptr, RDMA_PS_TCP) != 0) {
     int e = errno;
     rdma_destroy_event_channel(ec);
-    Fail(error, e, "rdma_create_id");
-    return nullptr;
+    return Fail(error, e, "rdma_create_id");
   }
   auto cleanup = [&] {
     int e = errno;
-    if (id != nullptr) rdma_destroy_id(id);
+    rdma_destroy_id(id);
     rdma_destroy_event_channel(ec);
     errno = e;
+    return false;
   };
   rdma_cm_event* ev = nullptr;
-  int resolve_ms = static_cast<int>(options.connect_timeout_ns / 1'000'000);
+  int resolve_ms = static_cast<int>(timeout_ns / 1'000'000);
   struct sockaddr_in dst = server;
   if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst),
                         resolve_ms) != 0) {
     Fail(error, errno, "rdma_resolve_addr");
-    cleanup();
-    return nullptr;
+    return cleanup();
   }
   if (!ChannelBuilder::Expect(ec, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev,
                               error)) {
-    cleanup();
-    return nullptr;
+    return cleanup();
   }
   rdma_ack_cm_event(ev);
-  if (!ChannelBuilder::CheckDevice(id, error)) {
-    cleanup();
-    return nullptr;
-  }
+  if (!ChannelBuilder::CheckDevice(id, error)) return cleanup();
   if (rdma_resolve_route(id, resolve_ms) != 0) {
     Fail(error, errno, "rdma_resolve_route");
-    cleanup();
-    return nullptr;
+    return cleanup();
   }
   if (!ChannelBuilder::Expect(ec, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev,
                               error)) {
-    cleanup();
-    return nullptr;
+    return cleanup();
   }
   rdma_ack_cm_event(ev);
+  *ec_out = ec;
+  *id_out = id;
+  return true;
+}
 
+}  // namespace
+
+std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
+                                         const ChannelOptions& options,
+                                         std::string* error) {
+  rdma_event_channel* ec = nullptr;
+  rdma_cm_id* id = nullptr;
+  if (!ResolveClientId(server, options.connect_timeout_ns, &ec, &id, error)) {
+    return nullptr;
+  }
+  rdma_cm_event* ev = nullptr;
   // From here the channel owns id and ec.
   std::unique_ptr<RdmaChannel> ch =
       ChannelBuilder::Prepare(id, ec, options, /*passive=*/false, error);
   if (ch == nullptr) return nullptr;  // ch's destructor released id and ec
   // Setup above is local work (the first connection of a process also
   // registers the memory pool): the wait for the peer starts now.
-  deadline = MonotonicNs() + options.connect_timeout_ns;
+  int64_t deadline = MonotonicNs() + options.connect_timeout_ns;
   uint8_t hello[kHelloBytes];
   Hello ours = ChannelBuilder::OurHello(*ch);
   ours.tcp_port = options.hello_tcp_port;
@@ -345,6 +382,32 @@ std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
     return nullptr;
   }
   return ch;
+}
+
+void RdmaSendDecline(const struct sockaddr_in& server, uint16_t tcp_port,
+                     DeclineCause cause, int64_t timeout_ns) {
+  rdma_event_channel* ec = nullptr;
+  rdma_cm_id* id = nullptr;
+  std::string error;
+  if (!ResolveClientId(server, timeout_ns, &ec, &id, &error)) return;
+  int64_t deadline = MonotonicNs() + timeout_ns;
+  uint8_t decline[kHelloBytes];
+  EncodeDecline(tcp_port, cause, decline);
+  struct rdma_conn_param param;
+  ChannelBuilder::ConnParam(decline, &param);
+  // No QP: the CM REQ names one anyway.  The passive CM rejects a REQ whose
+  // (source GID, QPN) a live connection uses ("stale connection"), so the
+  // number is taken from the top of the 24-bit space, far from the numbers
+  // devices hand out first, and varies between concurrent declines.
+  static std::atomic<uint32_t> next{0};
+  param.qp_num = 0xffffff - (next.fetch_add(1, std::memory_order_relaxed) & 0xffff);
+  rdma_cm_event* ev = nullptr;
+  if (rdma_connect(id, &param) == 0 &&
+      ChannelBuilder::NextEvent(ec, deadline, &ev, &error)) {
+    rdma_ack_cm_event(ev);  // REJECTED, from a vsocket server or any other
+  }
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ec);
 }
 
 std::unique_ptr<RdmaListener> RdmaListener::Listen(
@@ -385,20 +448,6 @@ RdmaListener::~RdmaListener() {
 
 uint16_t RdmaListener::port() const { return ntohs(rdma_get_src_port(id_)); }
 
-void RdmaListener::RejectPending() {
-  rdma_cm_event* ev = nullptr;
-  while (rdma_get_cm_event(ec_, &ev) == 0) {
-    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-      rdma_cm_id* id = ev->id;
-      rdma_ack_cm_event(ev);
-      rdma_reject(id, nullptr, 0);
-      rdma_destroy_id(id);
-    } else {
-      rdma_ack_cm_event(ev);
-    }
-  }
-}
-
 std::unique_ptr<RdmaChannel> RdmaListener::Accept(
     int64_t timeout_ns, std::string* error, PeerInfo* peer_info,
     const std::function<bool(const PeerInfo&)>& on_request) {
@@ -416,15 +465,33 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
   Hello peer;
   bool hello_ok = DecodeHello(ev->param.conn.private_data,
                               ev->param.conn.private_data_len, &peer);
+  uint16_t declined_port = 0;
+  uint8_t declined_cause = 0;
+  bool declined = !hello_ok && DecodeDecline(ev->param.conn.private_data,
+                                             ev->param.conn.private_data_len,
+                                             &declined_port, &declined_cause);
   rdma_ack_cm_event(ev);
-  if (peer_info != nullptr) {
-    *peer_info = PeerInfo();
-    if (sockaddr* a = rdma_get_peer_addr(id)) {
-      size_t len = a->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
-                                            : sizeof(sockaddr_in);
-      std::memcpy(&peer_info->addr, a, len);
-    }
-    if (hello_ok) peer_info->tcp_port = peer.tcp_port;
+  PeerInfo info;
+  if (sockaddr* a = rdma_get_peer_addr(id)) {
+    size_t len = a->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                          : sizeof(sockaddr_in);
+    std::memcpy(&info.addr, a, len);
+  }
+  if (hello_ok) info.tcp_port = peer.tcp_port;
+  if (declined) {
+    info.tcp_port = declined_port;
+    info.declined = declined_cause;
+  }
+  if (peer_info != nullptr) *peer_info = info;
+  if (declined) {
+    // Recorded (on_request) before the rejection: the client's SYN follows
+    // the rejection at once.
+    if (on_request) on_request(info);
+    rdma_reject(id, nullptr, 0);
+    rdma_destroy_id(id);
+    Fail(error, ECANCELED, "the client declined RDMA (cause " +
+                               std::to_string(declined_cause) + ")");
+    return nullptr;
   }
   std::string device_error;
   if (!hello_ok || !ChannelBuilder::CheckDevice(id, &device_error)) {
@@ -434,22 +501,18 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
          hello_ok ? device_error : "client sent an invalid hello; rejected");
     return nullptr;
   }
-  if (on_request) {
-    PeerInfo info;
-    if (peer_info != nullptr) info = *peer_info;
-    if (!on_request(info)) {
-      int e = errno;
-      rdma_reject(id, nullptr, 0);
-      rdma_destroy_id(id);
-      Fail(error, e, "refused before setup");
-      return nullptr;
-    }
+  if (on_request && !on_request(info)) {
+    int e = errno;
+    ChannelBuilder::Reject(id, e);
+    rdma_destroy_id(id);
+    Fail(error, e, "refused before setup");
+    return nullptr;
   }
   int64_t deadline = MonotonicNs() + options_.connect_timeout_ns;
   rdma_event_channel* ec = rdma_create_event_channel();
   if (ec == nullptr || rdma_migrate_id(id, ec) != 0) {
     int e = errno ? errno : ENOMEM;
-    rdma_reject(id, nullptr, 0);
+    ChannelBuilder::Reject(id, e);
     rdma_destroy_id(id);
     if (ec != nullptr) rdma_destroy_event_channel(ec);
     Fail(error, e, "rdma_migrate_id");
@@ -461,7 +524,7 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
   if (ch == nullptr) return nullptr;  // rejected; id and ec destroyed
   if (!ChannelBuilder::AttachPeer(ch.get(), peer, error)) {
     int e = errno;
-    rdma_reject(id, nullptr, 0);
+    ChannelBuilder::Reject(id, e);
     errno = e;
     return nullptr;
   }

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "rdma_backend/rdma_channel.h"
+#include "rdma_backend/wire_format.h"
 
 namespace vsocket::rdma {
 
@@ -33,10 +34,22 @@ namespace vsocket::rdma {
 // after the local setup (CQ, QP, first-use pool registration).
 // On failure returns nullptr, sets errno
 // (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, EPROTONOSUPPORT, ENOMEM, EPROTO for
-// an invalid peer Hello, ...) and a human-readable *error.
+// an invalid peer Hello, ENOBUFS when the server declined for its memory
+// limit, EREMOTEIO for its decline of a cause this version does not know,
+// ...) and a human-readable *error.
 std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
                                          const ChannelOptions& options,
                                          std::string* error);
+
+// Tells the vsocket server at `server` that our connection from local TCP
+// port `tcp_port` will use TCP for `cause`, a reason of ours (a decline,
+// wire_format.h), so that its accept() reports that instead of
+// peer_not_vsocket.  Waits for the server's answer (it rejects every
+// decline, after recording it), so the kernel connect may follow at once;
+// resolution and the answer are bounded by `timeout_ns` each.  Best effort:
+// a failure only costs the server the truthful reason.
+void RdmaSendDecline(const struct sockaddr_in& server, uint16_t tcp_port,
+                     DeclineCause cause, int64_t timeout_ns);
 
 class RdmaListener {
  public:
@@ -51,24 +64,28 @@ class RdmaListener {
   RdmaListener& operator=(const RdmaListener&) = delete;
 
   // Waits up to `timeout_ns` (-1: no limit) for a connection request and
-  // completes the handshake (itself bounded by connect_timeout_ns).
+  // completes the handshake (itself bounded by connect_timeout_ns).  A
+  // request refused for memory (ENOMEM, EPERM) is rejected with a decline
+  // (wire_format.h), any other plainly.
   // nullptr with errno (EAGAIN on timeout) and *error otherwise.  Invalid
   // requests are rejected and reported as EPROTO.
   // If `peer` is non-null it receives the client's address and the TCP port
   // announced in its hello.
+  // A client's decline (wire_format.h) is shown to `on_request` (its answer
+  // ignored), then rejected and reported as nullptr with errno ECANCELED,
+  // `peer` naming its TCP port and cause.
   struct PeerInfo {
     struct sockaddr_storage addr = {};
     uint16_t tcp_port = 0;
+    uint8_t declined = 0;  // a DeclineCause (maybe unknown); 0: a hello
   };
   // `on_request`, if set, is called with the peer's info once a valid
-  // request was decoded, before anything is set up for it.  Returning false
-  // (with errno set) rejects the request: nullptr with that errno.
+  // request or a decline was decoded, before anything is set up for it and
+  // before any rejection is sent.  Returning false (with errno set) rejects
+  // the request: nullptr with that errno.
   std::unique_ptr<RdmaChannel> Accept(
       int64_t timeout_ns, std::string* error, PeerInfo* peer = nullptr,
       const std::function<bool(const PeerInfo&)>& on_request = nullptr);
-  // Takes the next pending connection request, if any, and rejects it
-  // (e.g. over the registered-memory limit).  Never blocks.
-  void RejectPending();
 
   uint16_t port() const;  // host order
   int fd() const { return ec_->fd; }  // readable when a request is pending

@@ -74,9 +74,21 @@ FallbackReason ReasonForConnectError(int err) {
       return RdmaReason().no_rdma_device;
     case ENOMEM:
       return RdmaReason().rdma_memory_limit;
+    case ENOBUFS:  // the server declined: its memory limit
+      return RdmaReason().peer_rdma_memory_limit;
+    case EREMOTEIO:  // the server declined for a cause we do not know
+      return RdmaReason().peer_declined_rdma;
     default:
       return RdmaReason().rdma_setup_failed;
   }
+}
+
+// Our memory limit sends this connection to TCP: tell the server (which
+// would otherwise think us a plain TCP client), bounded by the probe time.
+void DeclineToPeer(const struct sockaddr_in& dst, uint16_t local_tcp_port) {
+  if (local_tcp_port == 0) return;  // a bare channel: no accept() to inform
+  RdmaSendDecline(dst, local_tcp_port, DeclineCause::kMemoryLimit,
+                  int64_t{GetRdmaConfig().probe_ms} * 1'000'000);
 }
 
 }  // namespace
@@ -133,7 +145,10 @@ FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
   std::string key = DestinationKey(dst);
   FallbackReason cached;
   if (LookupNegative(key, &cached)) return cached;
-  if (OverMemoryLimit()) return RdmaReason().rdma_memory_limit;
+  if (OverMemoryLimit()) {
+    DeclineToPeer(dst, local_tcp_port);
+    return RdmaReason().rdma_memory_limit;
+  }
 
   ChannelOptions opt = ConnectionOptions();
   opt.connect_timeout_ns = int64_t{GetRdmaConfig().probe_ms} * 1'000'000;
@@ -147,7 +162,14 @@ FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
     VSOCKET_LOG(kInfo, "rdma probe %s failed after %lld us: %s", key.c_str(),
                 static_cast<long long>((MonotonicNs() - start) / 1000),
                 error.c_str());
-    if (reason != RdmaReason().rdma_memory_limit) RememberNegative(key, reason);
+    // Memory limits, ours or the server's, are not remembered: memory
+    // comes back as connections close.
+    if (reason == RdmaReason().rdma_memory_limit) {
+      DeclineToPeer(dst, local_tcp_port);
+    } else if (reason != RdmaReason().peer_rdma_memory_limit &&
+               reason != RdmaReason().peer_declined_rdma) {
+      RememberNegative(key, reason);
+    }
     return reason;
   }
   VSOCKET_LOG(kDebug, "rdma probe %s: connected in %lld us", key.c_str(),

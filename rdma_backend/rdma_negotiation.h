@@ -41,7 +41,11 @@ ChannelOptions ConnectionOptions();
 // reason (no_rdma_device, rdma_probe_failed, peer_not_vsocket,
 // rdma_memory_limit, rdma_setup_failed).  Negative answers are remembered
 // per destination address and port for VSOCKET_RDMA_NEGATIVE_TTL_MS and
-// returned without probing again.
+// returned without probing again.  Memory limits are not remembered: ours
+// (rdma_memory_limit; the server is told, RdmaSendDecline, bounded by
+// VSOCKET_RDMA_PROBE_MS, so that its accept() says peer_rdma_memory_limit,
+// not peer_not_vsocket) or the server's (peer_rdma_memory_limit, from its
+// rejection).
 FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
                              uint16_t local_tcp_port,
                              std::unique_ptr<RdmaChannel>* channel);

@@ -15,8 +15,11 @@ namespace vsocket::rdma {
 struct RdmaReasons {
   FallbackReason no_rdma_device;     // no local RDMA device, or none reaches the peer
   FallbackReason rdma_probe_failed;  // the peer's RDMA CM did not answer in time
-  FallbackReason rdma_memory_limit;  // VSOCKET_RDMA_MAX_REGISTERED_MB would be exceeded
+  FallbackReason rdma_memory_limit;  // registered-memory limits (ours) would be exceeded
   FallbackReason rdma_setup_failed;  // channel setup failed, or the pairing was lost
+  // The peer is vsocket but declined RDMA (wire_format.h).
+  FallbackReason peer_rdma_memory_limit;  // for its rdma_memory_limit
+  FallbackReason peer_declined_rdma;      // for a cause this version does not know
 };
 
 const RdmaReasons& RdmaReason();

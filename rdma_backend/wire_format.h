@@ -27,7 +27,8 @@ inline constexpr uint64_t kMaxRingCapacity = 64ull << 20;
 // that data area is.  Little-endian on the wire; 32 bytes (fits the 56-byte
 // private data of an IB/RoCE REQ).
 // Layout: magic u32 @0, version u16 @4, tcp_port u16 @6, rkey u32 @8,
-// (zero) @12, ring_data_addr u64 @16, capacity u64 @24.
+// (zero: a decline's cause, below) @12, ring_data_addr u64 @16,
+// capacity u64 @24.
 struct Hello {
   uint64_t ring_data_addr = 0;
   uint32_t rkey = 0;
@@ -82,6 +83,61 @@ inline bool DecodeHello(const void* data, size_t len, Hello* h) {
       h->ring_data_addr + h->capacity < h->ring_data_addr) {
     return false;
   }
+  return true;
+}
+
+// A DECLINE says "I am vsocket, but this connection uses TCP for a reason
+// of mine" (a memory limit), so that the peer names that reason instead of
+// peer_not_vsocket.  A client sends it, before its SYN, as the private data
+// of a connection request that the server records and always rejects; a
+// server sends it as the private data of its rejection.  It is a hello of
+// the same magic and version with rkey, ring_data_addr and capacity zero
+// and a nonzero cause (u8) at offset 12, the byte a hello leaves zero (a
+// server's has tcp_port 0).  Compatibility: a server without this rule
+// finds capacity 0 invalid and rejects the request as well, and a client
+// without it ignores a rejection's private data: both still end on TCP,
+// only naming peer_not_vsocket.  A cause this version does not know still
+// decodes (reported as peer_declined_rdma).
+enum class DeclineCause : uint8_t {
+  kNone = 0,         // not a decline (every hello)
+  kMemoryLimit = 1,  // the sender's rdma_memory_limit
+};
+
+inline void EncodeDecline(uint16_t tcp_port, DeclineCause cause,
+                          uint8_t out[kHelloBytes]) {
+  std::memset(out, 0, kHelloBytes);
+  uint32_t magic = htole32(kHelloMagic);
+  uint16_t version = htole16(kHelloVersion);
+  uint16_t port = htole16(tcp_port);
+  std::memcpy(out + 0, &magic, 4);
+  std::memcpy(out + 4, &version, 2);
+  std::memcpy(out + 6, &port, 2);
+  out[12] = static_cast<uint8_t>(cause);
+}
+
+// True if `data` is a decline: *tcp_port and *cause (nonzero, possibly a
+// cause this version does not know) are set.  A hello is never a decline.
+inline bool DecodeDecline(const void* data, size_t len, uint16_t* tcp_port,
+                          uint8_t* cause) {
+  if (data == nullptr || len < kHelloBytes) return false;
+  const auto* in = static_cast<const uint8_t*>(data);
+  uint32_t magic;
+  uint16_t version, port;
+  std::memcpy(&magic, in + 0, 4);
+  std::memcpy(&version, in + 4, 2);
+  std::memcpy(&port, in + 6, 2);
+  if (le32toh(magic) != kHelloMagic || le16toh(version) != kHelloVersion ||
+      in[12] == 0) {
+    return false;
+  }
+  for (size_t i : {8, 9, 10, 11, 13, 14, 15}) {
+    if (in[i] != 0) return false;
+  }
+  for (size_t i = 16; i < kHelloBytes; ++i) {
+    if (in[i] != 0) return false;  // ring address and capacity: none
+  }
+  *tcp_port = le16toh(port);
+  *cause = in[12];
   return true;
 }
 

@@ -146,6 +146,8 @@ TEST_F(ExhaustedResources, RdmaClientUnderLowMemlockFallsBackToTcp) {
   ExpectKernelReferenceWorks(server, client);
   Outcome o = RunEnds(server, client);
   EXPECT_TRUE(TookPath(o.client, "tcp", "rdma_memory_limit")) << o.client.Describe();
+  // The client said why in its decline (rdma_backend/wire_format.h).
+  EXPECT_TRUE(TookPath(o.server, "tcp", "peer_rdma_memory_limit")) << o.server.Describe();
 }
 
 TEST_F(ExhaustedResources, RdmaServerUnderLowMemlockFallsBackToTcp) {

@@ -75,6 +75,42 @@ TEST(WireFormatTest, RejectsImpossibleRings) {
   EXPECT_FALSE(DecodeHello(buf, sizeof(buf), &out));
 }
 
+TEST(WireFormatTest, DeclineRoundTripsAndIsNoHello) {
+  uint8_t buf[56] = {};  // IB pads to 56 bytes
+  EncodeDecline(40123, DeclineCause::kMemoryLimit, buf);
+  uint16_t port = 0;
+  uint8_t cause = 0;
+  ASSERT_TRUE(DecodeDecline(buf, sizeof(buf), &port, &cause));
+  EXPECT_EQ(port, 40123);
+  EXPECT_EQ(cause, static_cast<uint8_t>(DeclineCause::kMemoryLimit));
+  // A server without the decline rule validates it as a hello: it must
+  // refuse it (capacity 0), as it refuses any invalid request.
+  Hello out;
+  EXPECT_FALSE(DecodeHello(buf, kHelloBytes, &out));
+  // A cause this version does not know still decodes (peer_declined_rdma).
+  buf[12] = 200;
+  ASSERT_TRUE(DecodeDecline(buf, kHelloBytes, &port, &cause));
+  EXPECT_EQ(cause, 200);
+}
+
+TEST(WireFormatTest, HellosAndMalformedDeclinesAreNoDecline) {
+  uint8_t buf[kHelloBytes];
+  uint16_t port = 0;
+  uint8_t cause = 0;
+  EncodeHello(Valid(), buf);  // a hello leaves offset 12 zero
+  EXPECT_FALSE(DecodeDecline(buf, sizeof(buf), &port, &cause));
+  buf[12] = 1;  // ... and a hello with a ring is no decline either
+  EXPECT_FALSE(DecodeDecline(buf, sizeof(buf), &port, &cause));
+  EncodeDecline(1, DeclineCause::kMemoryLimit, buf);
+  EXPECT_FALSE(DecodeDecline(buf, kHelloBytes - 1, &port, &cause));
+  EXPECT_FALSE(DecodeDecline(nullptr, kHelloBytes, &port, &cause));
+  buf[0] ^= 1;
+  EXPECT_FALSE(DecodeDecline(buf, sizeof(buf), &port, &cause));
+  EncodeDecline(1, DeclineCause::kMemoryLimit, buf);
+  buf[4] = 2;
+  EXPECT_FALSE(DecodeDecline(buf, sizeof(buf), &port, &cause));
+}
+
 TEST(WireFormatTest, ImmediateFieldsDoNotOverlap) {
   EXPECT_EQ(kImmData & kImmValueMask, 0u);
   EXPECT_EQ(kImmCredit & kImmValueMask, 0u);
