@@ -14,14 +14,7 @@ tmp="$(mktemp -d)"
 head -c $((mb << 20)) /dev/urandom >"$tmp/in"
 want="$(sha256sum <"$tmp/in" | cut -d' ' -f1)"
 
-wait_listening() {  # port
-  for _ in $(seq 100); do
-    if ss -ltn | grep -q ":$1 "; then return 0; fi
-    sleep 0.1
-  done
-  echo "FAIL: nothing listens on $1" >&2
-  return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/guest-common.sh"  # wait_listening
 
 check_stats() {  # file role
   local line
@@ -38,7 +31,7 @@ port=18515
 "$run" --transport rdma --stats -- socat -u TCP-LISTEN:$port,reuseaddr \
   OPEN:"$tmp/out1",creat,trunc 2>"$tmp/s1.err" &
 server=$!
-wait_listening $port
+wait_listening $port 100
 start=$(date +%s.%N)
 "$run" --transport rdma --stats -- socat -u OPEN:"$tmp/in" TCP:$ip:$port 2>"$tmp/c1.err"
 wait $server
@@ -54,7 +47,7 @@ port=18516
 "$run" --transport rdma --stats -- socat -u OPEN:"$tmp/in" \
   TCP-LISTEN:$port,reuseaddr 2>"$tmp/s2.err" &
 server=$!
-wait_listening $port
+wait_listening $port 100
 start=$(date +%s.%N)
 "$run" --transport rdma --stats -- socat -u TCP:$ip:$port \
   OPEN:"$tmp/out2",creat,trunc 2>"$tmp/c2.err"

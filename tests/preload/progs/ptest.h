@@ -143,12 +143,16 @@ static inline void make_pair_on(const char* listen_ip, const char* connect_ip,
   CHECK(close(l) == 0);
 }
 
-/* A connected pair on 127.0.0.1, or on $PTEST_IP (the RDMA guest's own
- * address: loopback has no RDMA device). */
-static inline void make_pair(int* client, int* server) {
+/* 127.0.0.1, or $PTEST_IP (the RDMA guest's own address: loopback has no
+ * RDMA device). */
+static inline const char* test_ip(void) {
   const char* ip = getenv("PTEST_IP");
-  if (!ip || !*ip) ip = "127.0.0.1";
-  make_pair_on(ip, ip, client, server);
+  return ip != NULL && *ip != '\0' ? ip : "127.0.0.1";
+}
+
+/* A connected pair on test_ip(). */
+static inline void make_pair(int* client, int* server) {
+  make_pair_on(test_ip(), test_ip(), client, server);
 }
 
 /* Byte i of a test stream. */
