@@ -361,7 +361,12 @@ class ShmTransportProvider final : public TransportProvider {
     // workers may run as ours), or sharing with other users is on (nginx's
     // workers are not the user that listened).
     const SharingPolicy& sharing = GetSharingPolicy();
-    const bool sealed = sharing.enabled() || probe.uid != ::geteuid();
+    // Read once per offer (the port search and the segment need it too).
+    struct OfferNames {
+      Endpoint server;
+      uid_t euid;
+    } const offer_names{dst, ::geteuid()};
+    const bool sealed = sharing.enabled() || probe.uid != offer_names.euid;
 
     // The budget, the segment and the doorbell read the limit once.
     sys::NofileLimitSnapshot nofile_limit;
@@ -371,17 +376,19 @@ class ShmTransportProvider final : public TransportProvider {
     if (!descriptors) return {over_budget, true};
     // Sealed offers have no name in the directory.
     PortNames names{[](uint16_t candidate, const void* context) {
-                      const auto* server = static_cast<const Endpoint*>(context);
-                      return ShmSegment::NameExists(ConnectionKey(*server, candidate));
+                      const auto* offer = static_cast<const OfferNames*>(context);
+                      return ShmSegment::NameExists(ConnectionKey(offer->server, candidate),
+                                                    offer->euid);
                     },
-                    &dst};
+                    &offer_names};
     uint16_t port = EnsureLocalPort(fd, addr->sa_family, sealed ? nullptr : &names);
     if (port == 0) return {FallbackReason::kLocalPortsBusy, true};
     std::string key = ConnectionKey(dst, port);
     std::unique_ptr<ShmSegment> segment;
     int err = sealed
                   ? ShmSegment::CreateSealedOffer(options.ring_bytes, &segment)
-                  : ShmSegment::CreateOffer(key, options.ring_bytes, &segment);
+                  : ShmSegment::CreateOffer(key, options.ring_bytes, &segment,
+                                            offer_names.euid);
     if (err != 0) {
       VSOCKET_LOG(kDebug, "offer %s: segment: %s", key.c_str(), strerror(-err));
       return {ReasonForSetupError(err), true};

@@ -191,14 +191,13 @@ int ShmSegment::MapFile(int fd, uint64_t capacity, bool keep_fd,
   return 0;
 }
 
-bool ShmSegment::NameExists(const std::string& key) {
-  return ::access((Directory(::geteuid()) + "/" + key).c_str(), F_OK) == 0;
+bool ShmSegment::NameExists(const std::string& key, uid_t euid) {
+  return ::access((Directory(euid) + "/" + key).c_str(), F_OK) == 0;
 }
 
 int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
-                            std::unique_ptr<ShmSegment>* out) {
+                            std::unique_ptr<ShmSegment>* out, uid_t euid) {
   if (!IsValidCapacity(capacity)) return -EINVAL;
-  uid_t euid = ::geteuid();
   std::string dir = Directory(euid);
   if (int err = sys::EnsurePrivateDirectory(dir, euid)) return err;
   // Offers of clients that died before a claim or a revoke (e.g. killed

@@ -88,15 +88,17 @@ class ShmSegment {
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
-  // Whether an offer named `key` exists (in use or stale) for this user.
+  // Whether an offer named `key` exists (in use or stale) for the user
+  // `euid` (ours: a caller that knows it saves a geteuid per port tried).
   // One access() call.
-  static bool NameExists(const std::string& key);
+  static bool NameExists(const std::string& key, uid_t euid = ::geteuid());
 
   // Client: creates and maps a new offer named `key`.  Returns 0 or -errno
   // (-EADDRINUSE if a live process holds the name, -EPERM if the directory
   // is not private to this user).
+  // REQUIRES: `euid` is this process's effective uid.
   static int CreateOffer(const std::string& key, uint64_t capacity,
-                         std::unique_ptr<ShmSegment>* out);
+                         std::unique_ptr<ShmSegment>* out, uid_t euid = ::geteuid());
   // Server: opens and maps the offer `key` in the directory of user
   // `euid`, which must be this process's effective uid (the caller has
   // read it already).  Returns 0, -ENOENT when there is none (peer is not
