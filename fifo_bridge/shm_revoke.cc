@@ -110,8 +110,10 @@ void ShmTransport::CheckLiveness() {
       VSOCKET_LOG(kDebug, "%llu bytes the dead peer held are delivered",
                   static_cast<unsigned long long>(held));
   }
-  side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
-  doorbell_->RingSelf();
+  uint32_t local = side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
+  // A wait socket already shut for reading (the peer's close was shown)
+  // stays readable and refuses the datagram (EPIPE): no wake-up to send.
+  if (!(local & (kLocalReadHangupShown | kLocalHangupShown))) doorbell_->RingSelf();
   UpdateHangup();
 }
 

@@ -102,8 +102,8 @@ counted() {
   awk -v a="$c0" -v b="$c1" -v s="$s1" -v n="$count" 'BEGIN {printf "%.1f %.1f\n", (b - a) / n, s / n}'
 }
 
-printf 'N=%s x %s B burst, %s sequential, transport %s, %s round(s), %s\n' \
-  "$n" "$size" "$seq_n" "$transport" "$rounds" "$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
+printf 'N=%s x %s B burst, %s sequential, transport %s, %s round(s), %s (checkout %s)\n' \
+  "$n" "$size" "$seq_n" "$transport" "$rounds" "$vrun" "$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
 printf 'load average before: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A secs
 for kind in burst sequential; do
