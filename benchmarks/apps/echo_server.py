@@ -4,6 +4,7 @@ non-blocking listener, every byte read written back.
 
 Usage: echo_server.py PORTFILE  -- listens on 127.0.0.1 with an ephemeral
 port, writes the port to PORTFILE once listening, serves until SIGTERM."""
+import os
 import selectors
 import signal
 import socket
@@ -58,7 +59,6 @@ def main():
     sel.register(listener, selectors.EVENT_READ, None)
     with open(sys.argv[1] + ".tmp", "w") as f:
         f.write(str(listener.getsockname()[1]))
-    import os
     os.rename(sys.argv[1] + ".tmp", sys.argv[1])
     while True:
         for key, mask in sel.select():
