@@ -96,7 +96,7 @@ void Handler(int sig, siginfo_t* info, void* context) {
   errno = saved;
   if (recovered) return;
   // Not a page of ours: a copy from a caller's file mapping that shrank?
-  RecoverUserCopyFault(sig, info);
+  if (RecoverUserCopyFault(sig, info, context)) return;
   g_previous.Forward(sig, info, context);
 }
 

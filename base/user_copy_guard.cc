@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -31,6 +32,99 @@ bool RunGuarded(void (*run)(void*), void* arg) {
 
 }  // namespace user_copy_internal
 
+#if VSOCKET_COPY_USER_BY_LANDING
+// size_t vsocket_copy_user_bytes_left(void* dst, const void* src, size_t n),
+// n <= kLandingCopyMax: the bytes not copied (0: all).  Two ways through:
+//  - The fast one (begin .. end): 16-byte moves, the last one overlapping,
+//    or two overlapping moves below 16 bytes; a fault there is not precise
+//    (moves overlap), so its landing starts the copy again from the
+//    arguments kept in r9-r11, the slow way.
+//  - The slow one: one `rep movsb`, which faults exactly at the first bad
+//    byte with RCX = the bytes left; its landing returns them.
+// The handler moves the program counter (RecoverUserCopyFault).  No stack
+// is used.  Hidden: the preload library exports nothing of it.
+asm(R"(
+    .text
+    .p2align 4
+    .globl vsocket_copy_user_bytes_left
+    .hidden vsocket_copy_user_bytes_left
+    .type vsocket_copy_user_bytes_left, @function
+vsocket_copy_user_bytes_left:
+    .cfi_startproc
+    movq %rdi, %r9
+    movq %rsi, %r10
+    movq %rdx, %r11
+    .globl vsocket_copy_user_fast_begin
+    .hidden vsocket_copy_user_fast_begin
+vsocket_copy_user_fast_begin:
+    cmpq $16, %rdx
+    jb 2f
+    movdqu -16(%rsi,%rdx), %xmm1
+    leaq -16(%rdi,%rdx), %r8
+1:  movdqu (%rsi), %xmm0
+    movdqu %xmm0, (%rdi)
+    addq $16, %rsi
+    addq $16, %rdi
+    subq $16, %rdx
+    cmpq $16, %rdx
+    ja 1b
+    movdqu %xmm1, (%r8)
+    xorl %eax, %eax
+    ret
+2:  cmpq $8, %rdx
+    jb 3f
+    movq (%rsi), %rax
+    movq -8(%rsi,%rdx), %rcx
+    movq %rax, (%rdi)
+    movq %rcx, -8(%rdi,%rdx)
+    xorl %eax, %eax
+    ret
+3:  cmpq $4, %rdx
+    jb 4f
+    movl (%rsi), %eax
+    movl -4(%rsi,%rdx), %ecx
+    movl %eax, (%rdi)
+    movl %ecx, -4(%rdi,%rdx)
+    xorl %eax, %eax
+    ret
+4:  testq %rdx, %rdx
+    jz 6f
+5:  movzbl (%rsi), %eax
+    movb %al, (%rdi)
+    incq %rsi
+    incq %rdi
+    decq %rdx
+    jnz 5b
+6:  xorl %eax, %eax
+    ret
+    .globl vsocket_copy_user_fast_end
+    .hidden vsocket_copy_user_fast_end
+vsocket_copy_user_fast_end:
+    .globl vsocket_copy_user_fast_landing
+    .hidden vsocket_copy_user_fast_landing
+vsocket_copy_user_fast_landing:
+    movq %r9, %rdi
+    movq %r10, %rsi
+    movq %r11, %rcx
+    .globl vsocket_copy_user_insn
+    .hidden vsocket_copy_user_insn
+vsocket_copy_user_insn:
+    rep movsb
+    .globl vsocket_copy_user_landing
+    .hidden vsocket_copy_user_landing
+vsocket_copy_user_landing:
+    movq %rcx, %rax
+    ret
+    .cfi_endproc
+    .size vsocket_copy_user_bytes_left, .-vsocket_copy_user_bytes_left
+)");
+extern "C" const char vsocket_copy_user_fast_begin[];
+extern "C" const char vsocket_copy_user_fast_end[];
+extern "C" const char vsocket_copy_user_fast_landing[];
+extern "C" const char vsocket_copy_user_insn[];
+extern "C" const char vsocket_copy_user_landing[];
+#endif
+
 namespace {
 
 PreviousSignalHandler g_previous_segv;
@@ -44,19 +138,38 @@ void Handler(int sig, siginfo_t* info, void* context) {
     errno = saved;
     return;
   }
-  RecoverUserCopyFault(sig, info);
+  if (RecoverUserCopyFault(sig, info, context)) {
+    errno = saved;
+    return;
+  }
   errno = saved;
   (sig == SIGSEGV ? g_previous_segv : g_previous_bus).Forward(sig, info, context);
 }
 
 }  // namespace
 
-void RecoverUserCopyFault(int sig, const siginfo_t* info) {
+bool RecoverUserCopyFault(int sig, const siginfo_t* info, void* context) {
   using user_copy_internal::t_frame;
-  if (sig != SIGSEGV && sig != SIGBUS) return;
-  if (info == nullptr || info->si_code <= 0) return;  // sent, not a fault
+  if (sig != SIGSEGV && sig != SIGBUS) return false;
+  if (info == nullptr || info->si_code <= 0) return false;  // sent, not a fault
+#if VSOCKET_COPY_USER_BY_LANDING
+  if (context != nullptr) {
+    greg_t& pc = static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP];
+    if (pc == reinterpret_cast<greg_t>(vsocket_copy_user_insn)) {
+      pc = reinterpret_cast<greg_t>(vsocket_copy_user_landing);
+      return true;
+    }
+    if (pc >= reinterpret_cast<greg_t>(vsocket_copy_user_fast_begin) &&
+        pc < reinterpret_cast<greg_t>(vsocket_copy_user_fast_end)) {
+      pc = reinterpret_cast<greg_t>(vsocket_copy_user_fast_landing);
+      return true;
+    }
+  }
+#else
+  (void)context;
+#endif
   user_copy_internal::Frame* frame = t_frame;
-  if (frame == nullptr) return;
+  if (frame == nullptr) return false;
   // The kernel blocked `sig` for the handler; the jump skips its return.
   sigset_t unblock;
   sigemptyset(&unblock);

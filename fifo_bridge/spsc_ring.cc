@@ -72,24 +72,21 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip,
   if (space <= 0) return space;
   uint64_t head = OwnHead();
   uint64_t mask = capacity_ - 1;
-  int64_t copied = 0;
   // A bad pointer stops the copy before the head is published.
-  if (!GuardedUserCopy([&] {
-        copied = ForEachIovSpan(
-            iov, iovcnt, skip, static_cast<uint64_t>(space),
-            [&](uint8_t* src, uint64_t len) {
-              while (len > 0) {
-                uint64_t pos = head & mask;
-                uint64_t chunk = std::min(len, capacity_ - pos);
-                std::memcpy(data_ + pos, src, chunk);
-                head += chunk;
-                src += chunk;
-                len -= chunk;
-              }
-            });
-      }) || copied == kUserFault) {
-    return kUserFault;
-  }
+  bool faulted = false;
+  int64_t copied = ForEachIovSpan(
+      iov, iovcnt, skip, static_cast<uint64_t>(space),
+      [&](uint8_t* src, uint64_t len) {
+        while (len > 0 && !faulted) {
+          uint64_t pos = head & mask;
+          uint64_t chunk = std::min(len, capacity_ - pos);
+          faulted = CopyUserBytes(data_ + pos, src, chunk) != chunk;
+          head += chunk;
+          src += chunk;
+          len -= chunk;
+        }
+      });
+  if (faulted || copied == kUserFault) return kUserFault;
   if (copied > 0) {
     std::atomic_ref<uint64_t>(*own_head_).store(head, std::memory_order_relaxed);
     if (!hold) [[likely]] {
@@ -138,25 +135,22 @@ int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
   if (avail <= 0) return avail;
   uint64_t tail = OwnTail();
   uint64_t mask = capacity_ - 1;
-  int64_t copied = 0;
   // A bad pointer stops the copy before the tail is published: nothing
   // is consumed.
-  if (!GuardedUserCopy([&] {
-        copied = ForEachIovSpan(
-            iov, iovcnt, skip, static_cast<uint64_t>(avail),
-            [&](uint8_t* dst, uint64_t len) {
-              while (len > 0) {
-                uint64_t pos = tail & mask;
-                uint64_t chunk = std::min(len, capacity_ - pos);
-                std::memcpy(dst, data_ + pos, chunk);
-                tail += chunk;
-                dst += chunk;
-                len -= chunk;
-              }
-            });
-      }) || copied == kUserFault) {
-    return kUserFault;
-  }
+  bool faulted = false;
+  int64_t copied = ForEachIovSpan(
+      iov, iovcnt, skip, static_cast<uint64_t>(avail),
+      [&](uint8_t* dst, uint64_t len) {
+        while (len > 0 && !faulted) {
+          uint64_t pos = tail & mask;
+          uint64_t chunk = std::min(len, capacity_ - pos);
+          faulted = CopyUserBytes(dst, data_ + pos, chunk) != chunk;
+          tail += chunk;
+          dst += chunk;
+          len -= chunk;
+        }
+      });
+  if (faulted || copied == kUserFault) return kUserFault;
   if (copied > 0 && !peek) {
     std::atomic_ref<uint64_t>(*own_tail_).store(tail, std::memory_order_relaxed);
     control_->tail.store(tail, std::memory_order_release);

@@ -66,8 +66,12 @@ void Trampoline(int sig, siginfo_t* info, void* context) {
     return;
   }
   // A bad pointer given to a send or receive on a connection in user space
-  // gets EFAULT, as from the kernel (base/user_copy_guard.h): no return.
-  vsocket::RecoverUserCopyFault(sig, info);
+  // gets EFAULT, as from the kernel (base/user_copy_guard.h): the copy
+  // resumes at its landing, or (a guarded copy) this does not return.
+  if (vsocket::RecoverUserCopyFault(sig, info, context)) {
+    errno = saved;
+    return;
+  }
   int flags = g_handlers[sig].flags.load(std::memory_order_acquire);
   void* function = g_handlers[sig].function.load(std::memory_order_acquire);
   vsocket::NoteSignalDelivery((flags & SA_RESTART) != 0);
