@@ -81,13 +81,17 @@ inline constexpr size_t kLandingCopyMax = VSOCKET_COPY_USER_BY_LANDING ? 256 : 0
 //    first bad byte.  (Dropping a sigsetjmp per copy made a 64-byte round
 //    trip over shared memory 7% faster; one `rep movsb` for every size was
 //    slower than the sigsetjmp.)
-//  - Larger copies: GuardedUserCopy around memcpy; a fault returns 0.
+//  - Larger copies: GuardedUserCopy around memcpy; a fault (or a null
+//    pointer) returns 0.
 // REQUIRES: InstallUserCopyGuard() ran, or a fault is fatal as without it.
 inline size_t CopyUserBytes(void* dst, const void* src, size_t n) {
 #if VSOCKET_COPY_USER_BY_LANDING
   if (n <= kLandingCopyMax) [[likely]]
     return n - vsocket_copy_user_bytes_left(dst, src, n);
 #endif
+  // A null pointer is always bad, and must not reach memcpy (undefined
+  // behaviour there, not a fault the guard could be counted on to catch).
+  if (n != 0 && (dst == nullptr || src == nullptr)) [[unlikely]] return 0;
   return GuardedUserCopy([&] { __builtin_memcpy(dst, src, n); }) ? n : 0;
 }
 
