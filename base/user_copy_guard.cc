@@ -35,8 +35,10 @@ bool RunGuarded(void (*run)(void*), void* arg) {
 #if VSOCKET_COPY_USER_BY_LANDING
 // size_t vsocket_copy_user_bytes_left(void* dst, const void* src, size_t n),
 // n <= kLandingCopyMax: the bytes not copied (0: all).  Two ways through:
-//  - The fast one (begin .. end): 16-byte moves, the last one overlapping,
-//    or two overlapping moves below 16 bytes; a fault there is not precise
+//  - The fast one (begin .. end): no loop up to 64 bytes (two or four
+//    16-byte moves, the last ones overlapping; two overlapping 8- or 4-byte
+//    moves below 16), then 32-byte steps with the last 32 bytes loaded
+//    first and stored last (overlapping); a fault there is not precise
 //    (moves overlap), so its landing starts the copy again from the
 //    arguments kept in r9-r11, the slow way.
 //  - The slow one: one `rep movsb`, which faults exactly at the first bad
@@ -59,16 +61,38 @@ vsocket_copy_user_bytes_left:
 vsocket_copy_user_fast_begin:
     cmpq $16, %rdx
     jb 2f
+    cmpq $32, %rdx
+    ja 7f
+    movdqu (%rsi), %xmm0
     movdqu -16(%rsi,%rdx), %xmm1
-    leaq -16(%rdi,%rdx), %r8
-1:  movdqu (%rsi), %xmm0
     movdqu %xmm0, (%rdi)
-    addq $16, %rsi
-    addq $16, %rdi
-    subq $16, %rdx
-    cmpq $16, %rdx
+    movdqu %xmm1, -16(%rdi,%rdx)
+    xorl %eax, %eax
+    ret
+7:  movdqu -32(%rsi,%rdx), %xmm2
+    movdqu -16(%rsi,%rdx), %xmm3
+    leaq -32(%rdi,%rdx), %r8
+    cmpq $64, %rdx
+    ja 1f
+    movdqu (%rsi), %xmm0
+    movdqu 16(%rsi), %xmm1
+    movdqu %xmm0, (%rdi)
+    movdqu %xmm1, 16(%rdi)
+    movdqu %xmm2, (%r8)
+    movdqu %xmm3, 16(%r8)
+    xorl %eax, %eax
+    ret
+1:  movdqu (%rsi), %xmm0
+    movdqu 16(%rsi), %xmm1
+    movdqu %xmm0, (%rdi)
+    movdqu %xmm1, 16(%rdi)
+    addq $32, %rsi
+    addq $32, %rdi
+    subq $32, %rdx
+    cmpq $32, %rdx
     ja 1b
-    movdqu %xmm1, (%r8)
+    movdqu %xmm2, (%r8)
+    movdqu %xmm3, 16(%r8)
     xorl %eax, %eax
     ret
 2:  cmpq $8, %rdx
@@ -147,6 +171,13 @@ void Handler(int sig, siginfo_t* info, void* context) {
 }
 
 }  // namespace
+
+size_t CopyUserBytesGuarded(void* dst, const void* src, size_t n) {
+  // A null pointer is always bad, and must not reach memcpy (undefined
+  // behaviour there, not a fault the guard could be counted on to catch).
+  if (n != 0 && (dst == nullptr || src == nullptr)) [[unlikely]] return 0;
+  return GuardedUserCopy([&] { __builtin_memcpy(dst, src, n); }) ? n : 0;
+}
 
 bool RecoverUserCopyFault(int sig, const siginfo_t* info, void* context) {
   using user_copy_internal::t_frame;

@@ -84,15 +84,15 @@ inline constexpr size_t kLandingCopyMax = VSOCKET_COPY_USER_BY_LANDING ? 256 : 0
 //  - Larger copies: GuardedUserCopy around memcpy; a fault (or a null
 //    pointer) returns 0.
 // REQUIRES: InstallUserCopyGuard() ran, or a fault is fatal as without it.
+size_t CopyUserBytesGuarded(void* dst, const void* src, size_t n);
 inline size_t CopyUserBytes(void* dst, const void* src, size_t n) {
 #if VSOCKET_COPY_USER_BY_LANDING
   if (n <= kLandingCopyMax) [[likely]]
     return n - vsocket_copy_user_bytes_left(dst, src, n);
 #endif
-  // A null pointer is always bad, and must not reach memcpy (undefined
-  // behaviour there, not a fault the guard could be counted on to catch).
-  if (n != 0 && (dst == nullptr || src == nullptr)) [[unlikely]] return 0;
-  return GuardedUserCopy([&] { __builtin_memcpy(dst, src, n); }) ? n : 0;
+  // Out of line: its recovery point would otherwise make the caller keep
+  // the arguments in memory on the small copies' path too.
+  return CopyUserBytesGuarded(dst, src, n);
 }
 
 // The kernel's get_user/copy_to_user for the few values vsocket answers

@@ -9,10 +9,11 @@ namespace vsocket::fifo {
 namespace {
 
 // Calls fn(iov_base_pointer, length) for each piece of the iovec array that
-// lies in [skip, skip + limit), in order.  Returns the bytes visited, or
-// kUserFault at a piece whose base is null: the kernel's EFAULT, and a
-// null pointer must not reach memcpy (undefined behaviour, not a fault
-// the guard could be counted on to catch).
+// lies in [skip, skip + limit), in order; fn returns false when the caller's
+// memory faulted.  Returns the bytes visited, or kUserFault at a piece fn
+// refused or whose base is null: the kernel's EFAULT, and a null pointer
+// must not reach memcpy (undefined behaviour, not a fault the guard could
+// be counted on to catch).
 template <typename Fn>
 int64_t ForEachIovSpan(const struct iovec* iov, int iovcnt, size_t skip,
                        uint64_t limit, Fn fn) {
@@ -27,7 +28,7 @@ int64_t ForEachIovSpan(const struct iovec* iov, int iovcnt, size_t skip,
     auto* base = static_cast<uint8_t*>(iov[i].iov_base) + skip;
     uint64_t take = std::min<uint64_t>(len - skip, limit - done);
     skip = 0;
-    fn(base, take);
+    if (!fn(base, take)) [[unlikely]] return kUserFault;
     done += take;
   }
   return static_cast<int64_t>(done);
@@ -72,21 +73,20 @@ int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip,
   if (space <= 0) return space;
   uint64_t head = OwnHead();
   uint64_t mask = capacity_ - 1;
-  // A bad pointer stops the copy before the head is published.
-  bool faulted = false;
+  // A bad pointer stops the copy before the head is published.  A piece
+  // wraps at most once: it is no longer than the free space.
   int64_t copied = ForEachIovSpan(
       iov, iovcnt, skip, static_cast<uint64_t>(space),
-      [&](uint8_t* src, uint64_t len) {
-        while (len > 0 && !faulted) {
-          uint64_t pos = head & mask;
-          uint64_t chunk = std::min(len, capacity_ - pos);
-          faulted = CopyUserBytes(data_ + pos, src, chunk) != chunk;
-          head += chunk;
-          src += chunk;
-          len -= chunk;
-        }
+      [&](const uint8_t* src, uint64_t len) {
+        uint64_t pos = head & mask;
+        uint64_t first = std::min(len, capacity_ - pos);
+        if (CopyUserBytes(data_ + pos, src, first) != first) return false;
+        if (len != first && CopyUserBytes(data_, src + first, len - first) != len - first)
+          return false;
+        head += len;
+        return true;
       });
-  if (faulted || copied == kUserFault) return kUserFault;
+  if (copied == kUserFault) return kUserFault;
   if (copied > 0) {
     std::atomic_ref<uint64_t>(*own_head_).store(head, std::memory_order_relaxed);
     if (!hold) [[likely]] {
@@ -136,21 +136,20 @@ int64_t RingConsumer::Read(const struct iovec* iov, int iovcnt, size_t skip,
   uint64_t tail = OwnTail();
   uint64_t mask = capacity_ - 1;
   // A bad pointer stops the copy before the tail is published: nothing
-  // is consumed.
-  bool faulted = false;
+  // is consumed.  A piece wraps at most once: it is no longer than what
+  // is readable.
   int64_t copied = ForEachIovSpan(
       iov, iovcnt, skip, static_cast<uint64_t>(avail),
       [&](uint8_t* dst, uint64_t len) {
-        while (len > 0 && !faulted) {
-          uint64_t pos = tail & mask;
-          uint64_t chunk = std::min(len, capacity_ - pos);
-          faulted = CopyUserBytes(dst, data_ + pos, chunk) != chunk;
-          tail += chunk;
-          dst += chunk;
-          len -= chunk;
-        }
+        uint64_t pos = tail & mask;
+        uint64_t first = std::min(len, capacity_ - pos);
+        if (CopyUserBytes(dst, data_ + pos, first) != first) return false;
+        if (len != first && CopyUserBytes(dst + first, data_, len - first) != len - first)
+          return false;
+        tail += len;
+        return true;
       });
-  if (faulted || copied == kUserFault) return kUserFault;
+  if (copied == kUserFault) return kUserFault;
   if (copied > 0 && !peek) {
     std::atomic_ref<uint64_t>(*own_tail_).store(tail, std::memory_order_relaxed);
     control_->tail.store(tail, std::memory_order_release);
