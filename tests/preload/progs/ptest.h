@@ -221,18 +221,25 @@ static inline short wait_for(int fd, short events, int timeout_ms) {
   return r == 0 ? 0 : pfd.revents;
 }
 
-/* Shmem of /proc/meminfo, in KiB: the shared memory of the whole host. */
-static inline long shmem_kib(void) {
-  FILE* f = fopen("/proc/meminfo", "r");
+/* The "<key>: <n> kB" line of a /proc file (/proc/meminfo,
+ * /proc/self/status), in KiB; -1 if the file has no such line. */
+static inline long proc_kib(const char* path, const char* key) {
+  FILE* f = fopen(path, "r");
   CHECK(f != NULL);
   char line[256];
+  size_t key_len = strlen(key);
   long kib = -1;
   while (fgets(line, sizeof(line), f)) {
-    if (sscanf(line, "Shmem: %ld kB", &kib) == 1) break;
+    if (strncmp(line, key, key_len) == 0 && line[key_len] == ':' &&
+        sscanf(line + key_len + 1, " %ld kB", &kib) == 1)
+      break;
   }
   fclose(f);
   return kib;
 }
+
+/* Shmem of /proc/meminfo, in KiB: the shared memory of the whole host. */
+static inline long shmem_kib(void) { return proc_kib("/proc/meminfo", "Shmem"); }
 
 /* Open descriptors of this process (the entries of /proc/self/fd, less
  * the one reading it). */

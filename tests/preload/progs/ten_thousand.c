@@ -63,17 +63,7 @@ static int raise_soft_limit(rlim_t need) {
 }
 
 /* Peak resident memory of this process (VmHWM), KiB. */
-static long peak_rss_kib(void) {
-  FILE* f = fopen("/proc/self/status", "r");
-  CHECK(f != NULL);
-  char line[256];
-  long kib = -1;
-  while (fgets(line, sizeof(line), f)) {
-    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
-  }
-  fclose(f);
-  return kib;
-}
+static long peak_rss_kib(void) { return proc_kib("/proc/self/status", "VmHWM"); }
 
 /* The server's state of one connection, indexed by its descriptor. */
 struct conn {
