@@ -5,7 +5,7 @@
 # shared machine falls on both alike.
 #
 # Usage: benchmarks/compare_builds.sh OLD_BUILD NEW_BUILD [--rounds N]
-#          [--markdown FILE]
+#          [--markdown FILE] [--realtime]
 # OLD_BUILD and NEW_BUILD are build trees holding benchmarks/vsocket-bench
 # and preload/vsocket-run (build one of an old commit with
 # `git worktree add --detach DIR COMMIT` and the README's cmake line).
@@ -17,16 +17,22 @@
 #     vsocket-run (default transport: auto): the preloaded path, measured
 #     by a real program.
 # Needs redis-server and redis-benchmark (scripts/install-deps.sh --apps).
+# --realtime: every measured process runs under SCHED_FIFO (chrt -f 10,
+#   root only), so that other work on a busy machine (builds, guests) does
+#   not preempt it; the kernel's RT throttling still leaves 5% of each
+#   second to the rest.  Without it such a machine moves the 64 B round
+#   trip between 1 and 20 µs (a sleep instead of a spin).
 set -euo pipefail
 
 usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 (($# >= 2)) || usage
 old=$(realpath "$1") new=$(realpath "$2"); shift 2
-rounds=5 markdown=""
+rounds=5 markdown="" rt=()
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --markdown) markdown=$2; shift 2 ;;
+    --realtime) rt=(chrt -f 10); shift ;;
     *) usage ;;
   esac
 done
@@ -52,9 +58,9 @@ wait_port() {
 # One round of one build: appends "point value" lines to $work/<label>.
 run_build() {  # label build
   local label=$1 build=$2 out=$work/$1
-  "$build/benchmarks/vsocket-bench" --local --mode pingpong --sizes 64 \
+  "${rt[@]}" "$build/benchmarks/vsocket-bench" --local --mode pingpong --sizes 64 \
     --transports shm --json "$work/pp.json" >/dev/null
-  "$build/benchmarks/vsocket-bench" --local --mode stream --sizes 64K \
+  "${rt[@]}" "$build/benchmarks/vsocket-bench" --local --mode stream --sizes 64K \
     --transports shm --json "$work/st.json" >/dev/null
   /usr/bin/python3 - "$work/pp.json" "$work/st.json" >>"$out" <<'PY'
 import json, sys
@@ -67,11 +73,11 @@ print("api_shm_64B_rtt_p50_us", pp["latency_p50_us"])
 print("api_shm_64KiB_stream_GBps", st["gb_per_s"])
 PY
   local port; port=$(free_port)
-  "$build/preload/vsocket-run" -- redis-server --port "$port" --bind 127.0.0.1 \
+  "${rt[@]}" "$build/preload/vsocket-run" -- redis-server --port "$port" --bind 127.0.0.1 \
     --save "" --appendonly no >/dev/null 2>&1 &
   server_pid=$!
   wait_port "$port"
-  "$build/preload/vsocket-run" -- redis-benchmark -p "$port" -t get -n 100000 \
+  "${rt[@]}" "$build/preload/vsocket-run" -- redis-benchmark -p "$port" -t get -n 100000 \
     -c 50 -P 1 -q >"$work/redis.out" 2>&1
   kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
   local rps; rps=$(tr '\r' '\n' <"$work/redis.out" | grep -E '^GET: [0-9]' | awk '{print $2}' | tail -1)
@@ -87,7 +93,7 @@ for ((r = 1; r <= rounds; r++)); do
   echo "round $r/$rounds done" >&2
 done
 
-/usr/bin/python3 - "$work/old" "$work/new" "$rounds" "$old" "$new" "$markdown" <<'PY'
+/usr/bin/python3 - "$work/old" "$work/new" "$rounds" "$old" "$new" "$markdown" "${rt[*]:-}" <<'PY'
 import statistics, sys, datetime
 def load(path):
     d = {}
@@ -109,8 +115,9 @@ for k, o, n, ratio, better, *_ in rows:
     print("%-32s %12.3f %12.3f %9.3fx  (%s is better; >1x: new faster)" % (k, o, n, ratio, better))
 if sys.argv[6]:
     with open(sys.argv[6], "w") as f:
-        f.write("Old build `%s`, new build `%s`, %s alternated rounds, %s.\n\n" % (
-            sys.argv[4], sys.argv[5], sys.argv[3], datetime.date.today()))
+        f.write("Old build `%s`, new build `%s`, %s alternated rounds%s, %s.\n\n" % (
+            sys.argv[4], sys.argv[5], sys.argv[3],
+            ", SCHED_FIFO" if sys.argv[7] else "", datetime.date.today()))
         f.write("| point | old (median) | new (median) | new vs old | new range | old range |\n|---|---|---|---|---|---|\n")
         for k, o, n, ratio, better, nmin, nmax, omin, omax in rows:
             f.write("| %s (%s is better) | %.3f | %.3f | %.3fx | %.3f-%.3f | %.3f-%.3f |\n" % (
