@@ -1,4 +1,4 @@
-// ShmTransport's held sends: TCP_CORK and MSG_MORE hold bytes as kernel TCP
+// ShmChannel's held sends: TCP_CORK and MSG_MORE hold bytes as kernel TCP
 // holds a partial segment, bounded in size and time.  Held bytes are in the
 // transmit ring (shared memory) but not published (RingProducer::Write with
 // `hold`), so they outlive this process: a peer that sees it die takes
@@ -8,19 +8,17 @@
 // Runs on application threads and on the liveness watcher thread.
 #include <algorithm>
 
-#include "fifo_bridge/shm_transport.h"
+#include "fifo_bridge/shm_channel.h"
 #include "vsocket/wait.h"
 
 namespace vsocket::fifo {
 
-void ShmTransport::CorkChanged(bool on) {
+void ShmChannel::CorkChanged(bool on) {
   side_->corked.store(on ? 1 : 0, std::memory_order_relaxed);
   if (!on) PublishHeld();
 }
 
-void ShmTransport::PushHeldSends() { PublishHeld(); }
-
-void ShmTransport::AfterHeldWrite(uint64_t held_before, LookScheduler& looks) {
+void ShmChannel::AfterHeldWrite(uint64_t held_before, LookScheduler& looks) {
   if (held_before == 0) {
     int64_t now = MonotonicNs();
     side_->hold_since_ns.store(now, std::memory_order_relaxed);
@@ -34,17 +32,17 @@ void ShmTransport::AfterHeldWrite(uint64_t held_before, LookScheduler& looks) {
   }
 }
 
-void ShmTransport::PublishHeldLocked() {
+void ShmChannel::PublishHeldLocked() {
   if (producer_->Publish() != 0) NotifyReader();
 }
 
-void ShmTransport::PublishHeld() {
+void ShmChannel::PublishHeld() {
   if (!segment_ || producer_->Held() == 0) return;  // no lock when none
   SideLock lock(&side_->send_lock);
   PublishHeldLocked();
 }
 
-int64_t ShmTransport::ReleaseHeldIfDue() {
+int64_t ShmChannel::ReleaseHeldIfDue() {
   if (producer_->Held() == 0) return 0;
   SideLock lock(&side_->send_lock, /*try_only=*/true);
   // A sender is inside: its send may publish; look again soon.

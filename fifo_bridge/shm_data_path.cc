@@ -41,18 +41,6 @@ enum SpinPhase : uint32_t {
 
 }  // namespace
 
-ssize_t ShmTransport::ResetOutcome(bool sending) {
-  // Kernel TCP reports a reset once; afterwards sends fail with EPIPE and
-  // receives see end-of-file.
-  uint32_t before = side_->local_flags.fetch_or(kLocalResetReported,
-                                                std::memory_order_acq_rel);
-  if (!(before & kLocalResetReported)) {
-    side_->pending_error.store(0, std::memory_order_relaxed);
-    return -ECONNRESET;
-  }
-  return sending ? -EPIPE : 0;
-}
-
 ssize_t ShmTransport::SendMsg(const struct msghdr* msg, int flags,
                               const IoOptions& io) {
   return StreamSendMsg(*this, msg, flags, io);
@@ -70,40 +58,40 @@ void ShmTransport::BeginCall(StreamCall& call) {
 }
 
 void ShmTransport::EndCall(StreamCall& call) {
-  if (call.transport_state == kSpinSpent) EndSpin();
+  if (call.transport_state == kSpinSpent) channel_.EndSpin();
 }
 
 ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
                               int iovcnt, size_t skip) {
-  if (!claimed_.load(std::memory_order_relaxed) &&
+  if (!channel_.attached() &&
       (TakeDecline() || MaybeRevoke(false, ShmReason().claim_timeout))) {
     return kStreamMoved;
   }
-  if (PeerMovedToTcp() && !(side_->local_flags.load(std::memory_order_acquire) &
+  if (PeerMovedToTcp() && !(channel_.side()->local_flags.load(std::memory_order_acquire) &
                             kLocalTxOnTcp)) {
     FollowPeerToTcp();
   }
   // Declared before the lock, so it runs after the unlock: the watcher
   // calls OnDeadline holding its own mutex, and may take the send lock.
-  LookScheduler looks(this);
-  SideLock lock(&side_->send_lock);
+  ShmChannel::LookScheduler looks(this);
+  SideLock lock(&channel_.side()->send_lock);
   if (revoked()) return kStreamMoved;
-  uint32_t local = side_->local_flags.load(std::memory_order_acquire);
-  if (local & kLocalReset) return ResetOutcome(/*sending=*/true);
+  uint32_t local = channel_.side()->local_flags.load(std::memory_order_acquire);
+  if (local & kLocalReset) return channel_.ResetOutcome(/*sending=*/true);
   if (local & kLocalShutWrite) return -EPIPE;
   if (local & kLocalTxOnTcp) return SendOnTcp(iov, iovcnt, skip);
-  if ((tx_->flags.load(std::memory_order_acquire) |
-       rx_->flags.load(std::memory_order_acquire)) & kReset) {
-    return ResetOutcome(/*sending=*/true);
+  if ((channel_.tx()->flags.load(std::memory_order_acquire) |
+       channel_.rx()->flags.load(std::memory_order_acquire)) & kReset) {
+    return channel_.ResetOutcome(/*sending=*/true);
   }
   // A peer whose process died without a close (SIGKILL): its kernel closed
   // the TCP socket for it, with an RST if it left our bytes unread
   // (CheckLiveness put ECONNRESET in pending_error: reported once, then
   // EPIPE), else with a FIN, which the case below answers as TCP does.
   if ((local & kLocalPeerGone) &&
-      ((local & kLocalResetReported) || side_->pending_error.load(std::memory_order_relaxed)))
-    return ResetOutcome(/*sending=*/true);
-  if ((tx_->flags.load(std::memory_order_acquire) & kConsumerClosed) ||
+      ((local & kLocalResetReported) || channel_.side()->pending_error.load(std::memory_order_relaxed)))
+    return channel_.ResetOutcome(/*sending=*/true);
+  if ((channel_.tx()->flags.load(std::memory_order_acquire) & kConsumerClosed) ||
       (local & kLocalPeerGone)) {
     // As kernel TCP: the peer's close looks like its FIN until the peer's
     // kernel answers our next data with an RST, so that one send succeeds
@@ -112,43 +100,43 @@ ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
     // forever when its first write failed.)  A zero-length send sends
     // nothing, so draws no RST.
     if (iovcnt == 0) return (local & kLocalSentToClosedPeer) ? -EPIPE : 0;
-    uint32_t before = side_->local_flags.fetch_or(kLocalSentToClosedPeer,
+    uint32_t before = channel_.side()->local_flags.fetch_or(kLocalSentToClosedPeer,
                                                   std::memory_order_acq_rel);
     if (before & kLocalSentToClosedPeer) return -EPIPE;
-    UpdateHangup();  // POLLHUP, as the kernel shows once that RST is in
+    channel_.UpdateHangup();  // POLLHUP, as the kernel shows once that RST is in
     return static_cast<ssize_t>(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
   }
   if (iovcnt == 0) return 0;  // a zero-length send: nothing to report
-  producer_->set_window(SendWindow());
+  channel_.producer()->set_window(channel_.SendWindow());
   // Once the whole ring has been touched (after the first pass) nothing is
   // left to populate: no walk of the iovec on the hot path.
-  if (!RingPopulated()) PopulateAhead(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
+  if (!channel_.RingPopulated()) channel_.PopulateAhead(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
   // TCP_CORK or MSG_MORE: the bytes are held (shm_cork.cc).  A send
   // without either publishes what was held with its own bytes.
-  bool hold = call.more || side_->corked.load(std::memory_order_relaxed);
-  uint64_t held_before = hold ? producer_->Held() : 0;
-  int64_t n = producer_->Write(iov, iovcnt, skip, hold);
+  bool hold = call.more || channel_.side()->corked.load(std::memory_order_relaxed);
+  uint64_t held_before = hold ? channel_.producer()->Held() : 0;
+  int64_t n = channel_.producer()->Write(iov, iovcnt, skip, hold);
   if (n == kCorrupt) {
-    ResetConnection("peer published an impossible consumer index");
-    return ResetOutcome(/*sending=*/true);
+    channel_.ResetConnection("peer published an impossible consumer index");
+    return channel_.ResetOutcome(/*sending=*/true);
   }
   if (n == kUserFault) return -EFAULT;  // a bad pointer: nothing published
   if (n > 0) {
     if (!hold) [[likely]] {
-      NotifyReader();
+      channel_.NotifyReader();
     } else {
-      AfterHeldWrite(held_before, looks);
+      channel_.AfterHeldWrite(held_before, looks);
     }
     StatsBytesSentSerialised(live_slot(), kShmKind, static_cast<uint64_t>(n));
-    if (AfterRingWrite()) looks.ArmIdleLook();
+    if (channel_.AfterRingWrite()) looks.ArmIdleLook();
   } else if (hold) [[unlikely]] {
-    PublishHeldLocked();  // full: the wait for room must not wait on a hold
+    channel_.PublishHeldLocked();  // full: the wait for room must not wait on a hold
   }
-  int64_t free_space = producer_->FreeSpace();
-  StatsSendRingFill(live_slot(), producer_->capacity() - static_cast<uint64_t>(free_space));
-  if (claimed_.load(std::memory_order_relaxed) &&
-      free_space < static_cast<int64_t>(BlockThreshold())) {
-    BlockOurWrites();
+  int64_t free_space = channel_.producer()->FreeSpace();
+  StatsSendRingFill(live_slot(), channel_.producer()->capacity() - static_cast<uint64_t>(free_space));
+  if (channel_.attached() &&
+      free_space < static_cast<int64_t>(channel_.BlockThreshold())) {
+    channel_.BlockOurWrites();
   }
   return n > 0 ? n : -EAGAIN;
 }
@@ -157,7 +145,7 @@ ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
                               int iovcnt, size_t skip, bool peek) {
   // An -EAGAIN of the call's first attempt goes back to the application
   // only in a non-blocking call.
-  if (PeerMovedToTcp() && consumer_->Available() == 0) {
+  if (PeerMovedToTcp() && channel_.consumer()->Available() == 0) {
     // Everything the peer wrote to the ring has been read: TCP is next.
     FollowPeerToTcp();
     if (revoked()) return kStreamMoved;
@@ -165,68 +153,68 @@ ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
   ssize_t r = ReadOnce(iov, iovcnt, skip, peek, call.nonblocking && skip == 0);
   // Its drain may have found the server's decline: on to TCP at once.
   if (r == -EAGAIN && TakeDecline()) return kStreamMoved;
-  if (r > 0 && !peek && PeerMovedToTcp() && consumer_->Available() == 0) {
+  if (r > 0 && !peek && PeerMovedToTcp() && channel_.consumer()->Available() == 0) {
     // That was the ring's last byte: move now, so that poll and epoll on
     // the user's number see TCP's readiness from here on.
     FollowPeerToTcp();
   }
-  if (r <= 0 && r != -EAGAIN && r != kStreamMoved) UpdateHangup();
+  if (r <= 0 && r != -EAGAIN && r != kStreamMoved) channel_.UpdateHangup();
   return r;
 }
 
 ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
                                bool peek, bool returning_to_user) {
-  if (!claimed_.load(std::memory_order_relaxed) &&
+  if (!channel_.attached() &&
       (TakeDecline() || MaybeRevoke(false, ShmReason().claim_timeout))) {
     return kStreamMoved;
   }
-  SideLock lock(&side_->recv_lock);
+  SideLock lock(&channel_.side()->recv_lock);
   if (revoked()) return kStreamMoved;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
-    if (local & kLocalReset) return ResetOutcome(/*sending=*/false);
-    int64_t n = consumer_->Read(iov, iovcnt, skip, peek);
+    uint32_t local = channel_.side()->local_flags.load(std::memory_order_acquire);
+    if (local & kLocalReset) return channel_.ResetOutcome(/*sending=*/false);
+    int64_t n = channel_.consumer()->Read(iov, iovcnt, skip, peek);
     if (n == kCorrupt) {
-      ResetConnection("peer published an impossible producer index");
-      return ResetOutcome(/*sending=*/false);
+      channel_.ResetConnection("peer published an impossible producer index");
+      return channel_.ResetOutcome(/*sending=*/false);
     }
     if (n == kUserFault) return -EFAULT;  // a bad pointer: nothing consumed
     // Pages lost during the copy (segment_fault_guard.h) read as zeros and
     // leave kPagesLost behind: those zeros are not data.  After the peer's
     // reset, what it sent before is (TCP delivers it before ECONNRESET).
-    if (n > 0 && (rx_->flags.load(std::memory_order_acquire) & kPagesLost)) {
-      return ResetOutcome(/*sending=*/false);
+    if (n > 0 && (channel_.rx()->flags.load(std::memory_order_acquire) & kPagesLost)) {
+      return channel_.ResetOutcome(/*sending=*/false);
     }
     if (n > 0) {
       if (!peek) {
         StatsBytesReceivedSerialised(live_slot(), kShmKind, static_cast<uint64_t>(n));
-        LiftPeerWriterBlock();
-        AfterConsume(false);
+        channel_.LiftPeerWriterBlock();
+        channel_.AfterConsume(false);
       }
       return n;
     }
     // Empty.  The flags are published after the data (release), so a flag
     // seen here means any data before it is visible on the second pass.
-    uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
-    uint32_t our_flags = tx_->flags.load(std::memory_order_acquire);
+    uint32_t peer_flags = channel_.rx()->flags.load(std::memory_order_acquire);
+    uint32_t our_flags = channel_.tx()->flags.load(std::memory_order_acquire);
     if ((peer_flags | our_flags) & kReset) {
       // A call that has bytes already (MSG_WAITALL's later passes) ends
       // with them; the reset is the next call's, as in tcp_recvmsg.
       if (skip > 0) return 0;
-      return ResetOutcome(/*sending=*/false);
+      return channel_.ResetOutcome(/*sending=*/false);
     }
     // After shutdown(SHUT_RD), as Linux TCP: queued bytes (also those
     // that arrive later) are still read; only an empty ring reads as 0.
     if (local & kLocalShutRead) return 0;
     bool finished = (peer_flags & kProducerClosed) || (local & kLocalPeerGone);
     if (!finished) break;
-    if (consumer_->Available() != 0) continue;
+    if (channel_.consumer()->Available() != 0) continue;
     if (peer_flags & kProducerClosed) return 0;
-    int err = side_->pending_error.load(std::memory_order_relaxed);
-    return err ? ResetOutcome(/*sending=*/false) : 0;
+    int err = channel_.side()->pending_error.load(std::memory_order_relaxed);
+    return err ? channel_.ResetOutcome(/*sending=*/false) : 0;
   }
-  LiftPeerWriterBlock();
-  if (returning_to_user) AfterConsume(true);
+  channel_.LiftPeerWriterBlock();
+  if (returning_to_user) channel_.AfterConsume(true);
   return -EAGAIN;
 }
 
@@ -237,27 +225,27 @@ int ShmTransport::WaitReadable(StreamCall& call) {
   if (call.wait_bytes > 1) [[unlikely]] {
     want = static_cast<int64_t>(std::min<uint64_t>(
         call.wait_bytes,
-        uint64_t{side_->readable_above.load(std::memory_order_relaxed)} + 1));
+        uint64_t{channel_.side()->readable_above.load(std::memory_order_relaxed)} + 1));
   }
   // Enough to read, or a corrupt index (the retry resets).
   auto enough = [this, want] {
-    int64_t available = AvailableAgainst(want);
+    int64_t available = channel_.AvailableAgainst(want);
     return available >= want || available < 0;
   };
   if (call.transport_state == kSpinOpen) {
     // The call's first wait: disarm (a producer publishing in between
     // rings once, which AfterConsume drains), then spend the budget.
-    BeginSpin();
+    channel_.BeginSpin();
     call.transport_state = kSpinSpent;
     bool ready = SpinUntil(
         [this, &enough] {
           return enough() ||
-                 (rx_->flags.load(std::memory_order_relaxed) &
+                 (channel_.rx()->flags.load(std::memory_order_relaxed) &
                   (kProducerClosed | kReset));
         },
         [this] {
           return revoked() || PeerMovedToTcp() ||
-                 (side_->local_flags.load(std::memory_order_relaxed) &
+                 (channel_.side()->local_flags.load(std::memory_order_relaxed) &
                   kLocalPeerGone);
         },
         call.spin_ns);
@@ -265,7 +253,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
   }
   if (call.transport_state == kSpinSpent) {
     // Sleeping: be armed, so the peer's next publication wakes us.
-    EndSpin();
+    channel_.EndSpin();
     call.transport_state = kNoSpin;
   }
   // A user-space poller's hold would keep us unarmed too: end it, and keep
@@ -279,26 +267,26 @@ int ShmTransport::WaitReadable(StreamCall& call) {
   SignalRestartWindow signals;
   for (;;) {
     if (revoked() || PeerMovedToTcp()) return 0;
-    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    uint32_t local = channel_.side()->local_flags.load(std::memory_order_acquire);
     if (enough() ||
-        (rx_->flags.load(std::memory_order_acquire) &
+        (channel_.rx()->flags.load(std::memory_order_acquire) &
          (kProducerClosed | kReset)) ||
         (local & (kLocalPeerGone | kLocalReset | kLocalShutRead))) {
       return 0;
     }
     // Swallow stale wake-ups so that poll() really sleeps, then look again.
-    if (DrainOwnWakeups().declined && decline_seen_.load()) return 0;  // the retry moves
+    if (channel_.DrainOwnWakeups().declined && decline_seen_.load()) return 0;  // the retry moves
     if (enough() ||
-        (rx_->flags.load(std::memory_order_acquire) &
+        (channel_.rx()->flags.load(std::memory_order_acquire) &
          (kProducerClosed | kReset))) {
       return 0;
     }
-    LiftPeerWriterBlock();
+    channel_.LiftPeerWriterBlock();
     int64_t wake_at = deadline_ns;
     bool unclaimed = !IsClaimed();
     int64_t claim_deadline = claim_deadline_ns_.load(std::memory_order_relaxed);
     if (unclaimed && (wake_at < 0 || wake_at > claim_deadline)) wake_at = claim_deadline;
-    struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLIN, 0},
+    struct pollfd fds[2] = {{channel_.doorbell()->wait_fd(), POLLIN, 0},
                             {tcp_fd_, POLLIN, 0}};
     int r = PollUntil(fds, 2, wake_at);
     if (r < 0) {
@@ -317,7 +305,7 @@ int ShmTransport::WaitReadable(StreamCall& call) {
 int ShmTransport::WaitWritable(StreamCall& call) {
   int64_t deadline_ns = call.deadline_ns();
   SignalRestartWindow signals;
-  if (side_->local_flags.load(std::memory_order_acquire) & kLocalTxOnTcp) {
+  if (channel_.side()->local_flags.load(std::memory_order_acquire) & kLocalTxOnTcp) {
     // Following the peer's move: our sends go to TCP.
     for (;;) {
       if (revoked()) return 0;
@@ -331,29 +319,29 @@ int ShmTransport::WaitWritable(StreamCall& call) {
       if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns) return -EAGAIN;
     }
   }
-  if (SpinUntil([this] { return producer_->FreeSpace() != 0; },
+  if (SpinUntil([this] { return channel_.producer()->FreeSpace() != 0; },
                 [this] { return revoked() || PeerMovedToTcp(); },
                 call.spin_ns)) {
     return 0;
   }
   for (;;) {
     if (revoked() || PeerMovedToTcp()) return 0;
-    if (producer_->FreeSpace() != 0) return 0;
-    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    if (channel_.producer()->FreeSpace() != 0) return 0;
+    uint32_t local = channel_.side()->local_flags.load(std::memory_order_acquire);
     if ((local & (kLocalPeerGone | kLocalReset)) ||
-        ((tx_->flags.load() | rx_->flags.load()) & (kReset | kConsumerClosed))) {
+        ((channel_.tx()->flags.load() | channel_.rx()->flags.load()) & (kReset | kConsumerClosed))) {
       return 0;  // the retry reports the error
     }
     bool unclaimed = !IsClaimed();
     int64_t wake_at = deadline_ns;
-    struct pollfd fds[2] = {{doorbell_->wait_fd(), POLLOUT, 0},
+    struct pollfd fds[2] = {{channel_.doorbell()->wait_fd(), POLLOUT, 0},
                             {tcp_fd_, POLLIN, 0}};
     int nfds = 2;
     // No filler before the claim, nor once the peer's socket refuses it
     // (it shut down reading; its reads go on): our wait socket stays
     // writable, so wake up now and then to look again.
-    bool armed = !unclaimed && BlockOurWrites();
-    if (!unclaimed && producer_->FreeSpace() != 0) return 0;
+    bool armed = !unclaimed && channel_.BlockOurWrites();
+    if (!unclaimed && channel_.producer()->FreeSpace() != 0) return 0;
     if (!armed) {
       int64_t soon = MonotonicNs() + 1000000;
       if (wake_at < 0 || wake_at > soon) wake_at = soon;
@@ -374,7 +362,7 @@ int ShmTransport::WaitWritable(StreamCall& call) {
     // The deadline holds whatever woke us (a wake-up that found no room,
     // the liveness connection).
     if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns)
-      return producer_->FreeSpace() != 0 ? 0 : -EAGAIN;
+      return channel_.producer()->FreeSpace() != 0 ? 0 : -EAGAIN;
   }
 }
 

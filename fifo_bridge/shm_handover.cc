@@ -65,15 +65,15 @@ int MakePrivate(int fd) {
 
 bool ShmTransport::CanHandOver() {
   // The segment's descriptor last: a named one is opened for the occasion.
-  return !revoked() && IsClaimed() && segment_ &&
-         (side_in_segment_ || side_fd_ >= 0) && doorbell_->wait_fd() >= 0 &&
-         tcp_fd_ >= 0 && segment_->DescriptorForExec() >= 0;
+  return !revoked() && IsClaimed() && channel_.segment() &&
+         (channel_.side_in_segment() || channel_.side_fd() >= 0) && channel_.doorbell()->wait_fd() >= 0 &&
+         tcp_fd_ >= 0 && channel_.segment()->DescriptorForExec() >= 0;
 }
 
 ShmTransport::InheritedFds ShmTransport::inherited_fds() const {
   InheritedFds fds;
-  fds.segment = segment_ ? segment_->fd() : -1;
-  fds.side = side_fd_;
+  fds.segment = channel_.segment() ? channel_.segment()->fd() : -1;
+  fds.side = channel_.side_fd();
   fds.tcp = tcp_fd_;
   return fds;
 }
@@ -82,28 +82,12 @@ bool ShmTransport::DescribeForExec(std::vector<std::string>* fields,
                                    std::vector<int>* keep_fds) {
   if (!CanHandOver()) return false;
   InheritedFds fds = inherited_fds();
-  *fields = {role_ == Role::kClient ? "c" : "s", std::to_string(fds.segment),
+  *fields = {channel_.role() == Role::kClient ? "c" : "s", std::to_string(fds.segment),
              fds.side >= 0 ? std::to_string(fds.side) : "-",
              std::to_string(fds.tcp)};
   *keep_fds = {fds.segment, fds.tcp};
   if (fds.side >= 0) keep_fds->push_back(fds.side);
   return true;
-}
-
-void ShmTransport::BeforeExec() {
-  // The new image has no deadline for a hold of ours: what is held goes.
-  PublishHeld();
-  // The new image starts with no poller and no spinning thread: arm.
-  DropUserSpaceHold();
-  uint32_t mine = local_spinners_.load(std::memory_order_relaxed);
-  if (mine != 0) RemoveSpinners(mine);
-  spinners_taken_for_exec_ = mine;
-}
-
-void ShmTransport::AfterFailedExec() {
-  uint32_t count = spinners_taken_for_exec_;
-  spinners_taken_for_exec_ = 0;
-  if (count != 0) side_->spinners.fetch_add(count, std::memory_order_seq_cst);
 }
 
 bool ShmTransport::ParseExecFields(const std::vector<std::string>& f,
@@ -169,19 +153,19 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
                tcp_fd, /*claim_deadline_ns=*/0, /*claimed=*/true);
   WatchLiveness(tcp_fd, t.get());
   t->watched_ = true;
-  WatchWakes(t->doorbell_->my_wake_name(), t.get());
+  WatchWakes(t->channel_.doorbell()->my_wake_name(), t.get());
   t->wakes_watched_ = true;
   // No thread of this image spins yet; a dead thread's count may linger, so
   // ask for wake-ups regardless.  Then the AfterClaim() sequence: a pending
   // flag whose datagram was lost with a dead thread must not stay set.
-  t->rx_->reader_wake.fetch_or(kReaderArmed, std::memory_order_seq_cst);
-  t->rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
-  if (t->consumer_->Available() != 0 ||
-      (t->rx_->flags.load(std::memory_order_acquire) &
+  t->channel_.rx()->reader_wake.fetch_or(kReaderArmed, std::memory_order_seq_cst);
+  t->channel_.rx()->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
+  if (t->channel_.consumer()->Available() != 0 ||
+      (t->channel_.rx()->flags.load(std::memory_order_acquire) &
        (kProducerClosed | kReset))) {
-    t->SignalSelf();
+    t->channel_.SignalSelf();
   }
-  t->LiftPeerWriterBlock();
+  t->channel_.LiftPeerWriterBlock();
   return t;
 }
 

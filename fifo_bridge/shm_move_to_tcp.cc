@@ -40,27 +40,11 @@ namespace {
 // ends in a reset (the caller blocks meanwhile, whatever its O_NONBLOCK).
 constexpr int64_t kResendGiveUpNs = 10 * 1000000000ll;
 
-uint32_t MovedBy(ShmTransport::Role role) {
-  return role == ShmTransport::Role::kClient ? kMovedByClient : kMovedByServer;
-}
-
 }  // namespace
-
-bool ShmTransport::WeMovedToTcp() const {
-  return segment_ &&
-         segment_->header()->claim.load(std::memory_order_acquire) == MovedBy(role_);
-}
-
-bool ShmTransport::PeerMovedToTcp() const {
-  uint32_t peer_move = MovedBy(role_ == Role::kClient ? Role::kServer
-                                                      : Role::kClient);
-  return segment_ &&
-         segment_->header()->claim.load(std::memory_order_acquire) == peer_move;
-}
 
 uint64_t ShmTransport::SendRingBytesToTcp(const uint8_t* data, uint64_t from,
                                           uint64_t to) {
-  uint64_t capacity = segment_->capacity();
+  uint64_t capacity = channel_.segment()->capacity();
   uint64_t at = from;
   int64_t give_up = MonotonicNs() + kResendGiveUpNs;
   while (at < to) {
@@ -85,7 +69,7 @@ uint64_t ShmTransport::SendRingBytesToTcp(const uint8_t* data, uint64_t from,
       // either.  A reset this send took from the kernel is the program's
       // to see (the successor reports it), never an end of stream.
       if (err == ECONNRESET)
-        side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+        channel_.side()->pending_error.store(ECONNRESET, std::memory_order_relaxed);
       VSOCKET_LOG(kInfo, "%llu ring bytes not resent: the TCP connection was reset",
                   static_cast<unsigned long long>(to - at));
       break;
@@ -109,7 +93,7 @@ bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
   if (!IsClaimed()) {
     // An unclaimed client offer moves the way a timeout moves it (nothing
     // was consumed: the whole ring is replayed).
-    return role_ == Role::kClient && MaybeRevoke(true, reason);
+    return channel_.role() == Role::kClient && MaybeRevoke(true, reason);
   }
   if (PeerMovedToTcp()) {
     // The peer was first: follow it.  Done only if nothing it wrote is
@@ -118,24 +102,24 @@ bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
     return revoked();
   }
   {
-    SideLock send_lock(&side_->send_lock);
-    SideLock recv_lock(&side_->recv_lock);
+    SideLock send_lock(&channel_.side()->send_lock);
+    SideLock recv_lock(&channel_.side()->recv_lock);
     if (revoked()) {
       MovedTo();
       return true;
     }
-    uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+    uint32_t local = channel_.side()->local_flags.load(std::memory_order_acquire);
     if ((local & (kLocalReset | kLocalPeerGone)) ||
-        ((tx_->flags.load(std::memory_order_acquire) |
-          rx_->flags.load(std::memory_order_acquire)) & kReset)) {
+        ((channel_.tx()->flags.load(std::memory_order_acquire) |
+          channel_.rx()->flags.load(std::memory_order_acquire)) & kReset)) {
       return false;  // nothing to move: the connection is over
     }
     // Held bytes are published first: the peer reads the ring to its
     // published end, then TCP.
-    PublishHeldLocked();
+    channel_.PublishHeldLocked();
     uint32_t expected = kClaimed;
-    if (!segment_->header()->claim.compare_exchange_strong(
-            expected, MovedBy(role_), std::memory_order_seq_cst)) {
+    if (!channel_.segment()->header()->claim.compare_exchange_strong(
+            expected, ClaimMovedBy(channel_.role()), std::memory_order_seq_cst)) {
       if (!PeerMovedToTcp()) return false;
       // The peer moved between our look and the CAS: follow it (below).
     } else {
@@ -145,23 +129,23 @@ bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
       // not read may be gone and unable to resend them: report that
       // instead of losing them silently.  (Its Release looks at the claim
       // word after closing, so one of us sees the other.)
-      if ((tx_->flags.load(std::memory_order_seq_cst) & kConsumerClosed) &&
-          consumer_->Available() != 0) {
-        ResetConnection("moved to TCP after the peer closed with unread data");
+      if ((channel_.tx()->flags.load(std::memory_order_seq_cst) & kConsumerClosed) &&
+          channel_.consumer()->Available() != 0) {
+        channel_.ResetConnection("moved to TCP after the peer closed with unread data");
         return false;
       }
       // Other holders of our side (forked processes) follow from here on.
-      side_->moved_reason.store(static_cast<uint32_t>(reason),
+      channel_.side()->moved_reason.store(static_cast<uint32_t>(reason),
                                 std::memory_order_relaxed);
-      side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
+      channel_.side()->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
       if (local & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
       // The peer may be blocked on a full ring: lift its block and wake it
       // and its watcher, which sees the claim word and follows.
-      LiftPeerWriterBlock();
-      tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
-      doorbell_->RingPeer();
-      WakePeerWatcher();
-      segment_->Unlink();
+      channel_.LiftPeerWriterBlock();
+      channel_.tx()->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+      channel_.doorbell()->RingPeer();
+      channel_.WakePeerWatcher();
+      channel_.segment()->Unlink();
       reason_.store(reason, std::memory_order_release);
       CountMove(RetireHere(reason), reason,
                 "a connected shared-memory stream moved to TCP");
@@ -173,39 +157,39 @@ bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
 }
 
 void ShmTransport::FollowPeerToTcp() {
-  SideLock send_lock(&side_->send_lock);
-  SideLock recv_lock(&side_->recv_lock);
+  SideLock send_lock(&channel_.side()->send_lock);
+  SideLock recv_lock(&channel_.side()->recv_lock);
   if (revoked()) {
     MovedTo();
     return;
   }
-  uint32_t local = side_->local_flags.load(std::memory_order_acquire);
+  uint32_t local = channel_.side()->local_flags.load(std::memory_order_acquire);
   if (!(local & kLocalTxOnTcp)) {
     // The peer stopped consuming at the tail it published last: the bytes
     // from there to our head (held ones included) never reached it.
-    producer_->Publish();  // nothing held is left behind
-    uint64_t head = side_->head;
-    uint64_t tail = tx_->tail.load(std::memory_order_acquire);
-    if (tail > head || head - tail > segment_->capacity()) {
-      ResetConnection("peer published an impossible consumer index");
+    channel_.producer()->Publish();  // nothing held is left behind
+    uint64_t head = channel_.side()->head;
+    uint64_t tail = channel_.tx()->tail.load(std::memory_order_acquire);
+    if (tail > head || head - tail > channel_.segment()->capacity()) {
+      channel_.ResetConnection("peer published an impossible consumer index");
       return;
     }
-    Direction tx = role_ == Role::kClient ? Direction::kClientToServer
+    Direction tx = channel_.role() == Role::kClient ? Direction::kClientToServer
                                           : Direction::kServerToClient;
-    SendRingBytesToTcp(segment_->data(tx), tail, head);
+    SendRingBytesToTcp(channel_.segment()->data(tx), tail, head);
     if (local & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
-    side_->local_flags.fetch_or(kLocalTxOnTcp, std::memory_order_seq_cst);
-    segment_->Unlink();
+    channel_.side()->local_flags.fetch_or(kLocalTxOnTcp, std::memory_order_seq_cst);
+    channel_.segment()->Unlink();
   }
-  if (consumer_->Available() != 0) {
+  if (channel_.consumer()->Available() != 0) {
     // The application reads the rest of the ring first; the read that
     // empties it comes back here.
-    SignalSelf();
+    channel_.SignalSelf();
     return;
   }
-  side_->moved_reason.store(static_cast<uint32_t>(FallbackReason::kPeerMovedToTcp),
+  channel_.side()->moved_reason.store(static_cast<uint32_t>(FallbackReason::kPeerMovedToTcp),
                             std::memory_order_relaxed);
-  side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
+  channel_.side()->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
   reason_.store(FallbackReason::kPeerMovedToTcp, std::memory_order_release);
   CountMove(RetireHere(FallbackReason::kPeerMovedToTcp),
             FallbackReason::kPeerMovedToTcp,

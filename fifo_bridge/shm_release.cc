@@ -28,32 +28,32 @@ void ShmTransport::Release() {
   DropUserSpaceHold();
   // What this process held goes now (its deadline goes with it), as a
   // close sends what a cork held.
-  PublishHeld();
-  bool last = side_->holders.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  channel_.PublishHeld();
+  bool last = channel_.side()->holders.fetch_sub(1, std::memory_order_acq_rel) == 1;
   if (last && !revoked()) {
-    if (role_ == Role::kClient && !IsClaimed()) {
+    if (channel_.role() == Role::kClient && !IsClaimed()) {
       // Data written before close must still arrive: hand it to TCP.
       MaybeRevoke(true, ShmReason().offer_revoked);
     }
     if (!revoked() && !PeerMovedToTcp()) {
-      SideLock send_lock(&side_->send_lock);
-      bool unread = consumer_->Available() != 0;
+      SideLock send_lock(&channel_.side()->send_lock);
+      bool unread = channel_.consumer()->Available() != 0;
       if (unread || LingerAbortsClose(tcp_fd_)) {
         // Closing with unread data, or with SO_LINGER {1, 0}, aborts the
         // connection, as TCP sends RST.
-        tx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
-        rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
+        channel_.tx()->flags.fetch_or(kReset, std::memory_order_seq_cst);
+        channel_.rx()->flags.fetch_or(kReset, std::memory_order_seq_cst);
       } else {
-        tx_->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
-        rx_->flags.fetch_or(kConsumerClosed, std::memory_order_seq_cst);
+        channel_.tx()->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
+        channel_.rx()->flags.fetch_or(kConsumerClosed, std::memory_order_seq_cst);
       }
-      tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+      channel_.tx()->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
       // A peer whose last holder has closed already (it marked our
       // stream's reader gone) has nobody left to wake: its watcher would
       // only take its mutex from its own closing thread.
-      if (!(tx_->flags.load(std::memory_order_seq_cst) & kConsumerClosed)) {
-        WakePeerWatcher();  // first: it raises the peer's hang-up
-        doorbell_->RingPeer();
+      if (!(channel_.tx()->flags.load(std::memory_order_seq_cst) & kConsumerClosed)) {
+        channel_.WakePeerWatcher();  // first: it raises the peer's hang-up
+        channel_.doorbell()->RingPeer();
       }
       // The ring carries the end of the stream; the liveness connection
       // ends with a reset, which leaves no TIME_WAIT on either side (a
@@ -80,35 +80,35 @@ void ShmTransport::Release() {
     }
   }
   UnwatchDeadline(this);
-  ForgetRingBytes();
+  channel_.ForgetRingBytes();
   if (last) ReleaseSegmentName();
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;
-  if (wakes_watched_) UnwatchWakes(doorbell_->my_wake_name(), this);
+  if (wakes_watched_) UnwatchWakes(channel_.doorbell()->my_wake_name(), this);
   wakes_watched_ = false;
   // The user's descriptor is closed by the socket layer, not here: whether
   // it is still the wait socket (a forked holder whose other holder moved
   // the connection, so revoked() without a retirement here) or already
   // TCP (RetireHere let go of the wait socket).  Closing it here too closed
   // the number twice: EBADF, or another thread's new descriptor.
-  doorbell_->set_wait_fd(-1);
-  doorbell_->Close();
+  channel_.doorbell()->set_wait_fd(-1);
+  channel_.doorbell()->Close();
   if (tcp_fd_ >= 0) sys::close(tcp_fd_);
   tcp_fd_ = -1;
-  segment_.reset();
+  channel_.ReleaseSegment();
   descriptors_.Give();
 }
 
 void ShmTransport::OnProcessExit() {
   // Held bytes go now (the deadline dies with the process), unless a
   // sender holds the lock: a peer sees them at our death anyway.
-  if (segment_ && producer_->Held() != 0) {
-    SideLock lock(&side_->send_lock, /*try_only=*/true);
-    if (lock.owns_lock()) PublishHeldLocked();
+  if (channel_.segment() && channel_.producer()->Held() != 0) {
+    SideLock lock(&channel_.side()->send_lock, /*try_only=*/true);
+    if (lock.owns_lock()) channel_.PublishHeldLocked();
   }
   // Other holders (forked children) still use the connection; an
   // unclaimed offer is left to its revoke path and the sweep.
-  if (!segment_ || side_->holders.load(std::memory_order_acquire) != 1 ||
+  if (!channel_.segment() || channel_.side()->holders.load(std::memory_order_acquire) != 1 ||
       !IsClaimed() || revoked()) {
     return;
   }
@@ -116,8 +116,8 @@ void ShmTransport::OnProcessExit() {
 }
 
 void ShmTransport::ReleaseSegmentName() {
-  bool peer_gone = side_->local_flags.load(std::memory_order_acquire) & kLocalPeerGone;
-  segment_->ReleaseName(role_ == Role::kClient, peer_gone);
+  bool peer_gone = channel_.side()->local_flags.load(std::memory_order_acquire) & kLocalPeerGone;
+  channel_.segment()->ReleaseName(channel_.role() == Role::kClient, peer_gone);
 }
 
 }  // namespace vsocket::fifo

@@ -58,7 +58,7 @@ bool ProcessIsGone(pid_t pid) {
 
 void ShmTransport::CheckLiveness() {
   // After a move to TCP its bytes are the stream's, not a protocol error.
-  if (side_->local_flags.load(std::memory_order_acquire) &
+  if (channel_.side()->local_flags.load(std::memory_order_acquire) &
       (kLocalPeerGone | kLocalRevoked))
     return;
   char byte;
@@ -71,7 +71,7 @@ void ShmTransport::CheckLiveness() {
   // not an end of stream), so it waits in pending_error for the successor.
   int tcp_errno = n < 0 ? errno : 0;
   if (PeerMovedToTcp()) {
-    if (tcp_errno) side_->pending_error.store(tcp_errno, std::memory_order_relaxed);
+    if (tcp_errno) channel_.side()->pending_error.store(tcp_errno, std::memory_order_relaxed);
     // TCP carries the stream now: its bytes and its end are data.
     FollowPeerToTcp();
     return;
@@ -80,13 +80,13 @@ void ShmTransport::CheckLiveness() {
     if (!IsClaimed()) {
       MaybeRevoke(true, ShmReason().peer_spoke_tcp);
     } else {
-      ResetConnection("bytes arrived on the TCP connection after the claim");
+      channel_.ResetConnection("bytes arrived on the TCP connection after the claim");
     }
     return;
   }
   // EOF or a socket error: the peer's process has gone (or closed).
   if (!IsClaimed()) {
-    if (tcp_errno) side_->pending_error.store(tcp_errno, std::memory_order_relaxed);
+    if (tcp_errno) channel_.side()->pending_error.store(tcp_errno, std::memory_order_relaxed);
     MaybeRevoke(true, ShmReason().peer_spoke_tcp);
     return;
   }
@@ -94,27 +94,27 @@ void ShmTransport::CheckLiveness() {
   // (exit, _exit, a signal).  The kernel would have sent FIN, or RST when
   // the dying side left unread data: do the same.
   bool tcp_error = n < 0;
-  uint32_t peer_flags = rx_->flags.load(std::memory_order_acquire);
+  uint32_t peer_flags = channel_.rx()->flags.load(std::memory_order_acquire);
   if (!(peer_flags & (kProducerClosed | kReset))) {
-    int64_t free_bytes = producer_->FreeSpaceNow();
+    int64_t free_bytes = channel_.producer()->FreeSpaceNow();
     bool unread = free_bytes < 0 ||
-                  static_cast<uint64_t>(free_bytes) < producer_->capacity();
+                  static_cast<uint64_t>(free_bytes) < channel_.producer()->capacity();
     VSOCKET_LOG(kInfo, "peer of a shared-memory connection exited%s",
                 unread || tcp_error ? " with unread data: reset" : "");
     if (unread || tcp_error)
-      side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
+      channel_.side()->pending_error.store(ECONNRESET, std::memory_order_relaxed);
     // What it held back (TCP_CORK, MSG_MORE) is in our ring: delivered
     // before the end of stream, as kernel TCP sends a dead process's held
     // bytes.  Before kLocalPeerGone, which readers look at after the head.
-    if (uint64_t held = consumer_->TakeHeld())
+    if (uint64_t held = channel_.consumer()->TakeHeld())
       VSOCKET_LOG(kDebug, "%llu bytes the dead peer held are delivered",
                   static_cast<unsigned long long>(held));
   }
-  uint32_t local = side_->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
+  uint32_t local = channel_.side()->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
   // A wait socket already shut for reading (the peer's close was shown)
   // stays readable and refuses the datagram (EPIPE): no wake-up to send.
-  if (!(local & (kLocalReadHangupShown | kLocalHangupShown))) doorbell_->RingSelf();
-  UpdateHangup();
+  if (!(local & (kLocalReadHangupShown | kLocalHangupShown))) channel_.doorbell()->RingSelf();
+  channel_.UpdateHangup();
 }
 
 bool ShmTransport::RetireHere(FallbackReason reason) {
@@ -126,12 +126,12 @@ bool ShmTransport::RetireHere(FallbackReason reason) {
     int tcp_fd;
     int user;
     const Doorbell* doorbell;
-  } swap = {tcp_fd_, doorbell_->wait_fd(), doorbell_.get()};
+  } swap = {tcp_fd_, channel_.doorbell()->wait_fd(), channel_.doorbell()};
   // A thread asleep in poll()/select() holds the wait socket's file, not
   // the number, and would sleep on it until its own timeout (curl: 200 ms
   // before its first byte).  Wake it: its next look finds the TCP socket.
   // (A spurious POLLIN on a TCP socket; a non-blocking read says EAGAIN.)
-  doorbell_->RingSelf();
+  channel_.doorbell()->RingSelf();
   ReplaceUserDescriptor(
       swap.user,
       [](void* arg) {
@@ -160,8 +160,8 @@ bool ShmTransport::RetireHere(FallbackReason reason) {
   // registering this server end) may read it at any time: it must never
   // see -1 (tests/preload/spawn_race_test.cc).
   Retire(TcpTransport::AfterSwap(
-      swap.user, reason, side_->pending_error.exchange(0, std::memory_order_relaxed)));
-  doorbell_->set_wait_fd(-1);  // dup3 closed the wait socket
+      swap.user, reason, channel_.side()->pending_error.exchange(0, std::memory_order_relaxed)));
+  channel_.doorbell()->set_wait_fd(-1);  // dup3 closed the wait socket
   return true;
 }
 
@@ -179,13 +179,13 @@ Transport* ShmTransport::MovedTo() {
   FallbackReason reason = reason_.load(std::memory_order_acquire);
   if (reason == FallbackReason::kNone) {
     reason = static_cast<FallbackReason>(
-        side_->moved_reason.load(std::memory_order_relaxed));
+        channel_.side()->moved_reason.load(std::memory_order_relaxed));
   }
   if (reason == FallbackReason::kNone) reason = ShmReason().offer_revoked;
   bool retired = RetireHere(reason);
   // A move of a claimed connection made elsewhere counts in every process
   // that held it; a revoked offer counts once, in the process that revoked.
-  if (side_->moved_reason.load(std::memory_order_relaxed) != 0)
+  if (channel_.side()->moved_reason.load(std::memory_order_relaxed) != 0)
     CountMove(retired, reason, "another holder moved the stream to TCP");
   return successor();
 }
@@ -227,11 +227,11 @@ int64_t Sooner(int64_t a, int64_t b) {
 }  // namespace
 
 int64_t ShmTransport::OnDeadline() {
-  return Sooner(ReleaseHeldIfDue(), NextLookAfterDeadline());
+  return Sooner(channel_.ReleaseHeldIfDue(), NextLookAfterDeadline());
 }
 
 int64_t ShmTransport::NextLookAfterDeadline() {
-  if (role_ == Role::kClient && !IsClaimed()) {
+  if (channel_.role() == Role::kClient && !IsClaimed()) {
     int64_t now = MonotonicNs();
     if (ClaimDeadlinePassed(now)) {
       MaybeRevoke(false, ShmReason().claim_timeout);
@@ -251,7 +251,7 @@ int64_t ShmTransport::NextLookAfterDeadline() {
     }
     return NextUnclaimedLook(now);
   }
-  return TrimIdleRing();
+  return channel_.TrimIdleRing();
 }
 
 bool ShmTransport::OnLivenessEvent() {
@@ -263,23 +263,40 @@ bool ShmTransport::OnLivenessEvent() {
     // it slept to its timeout with the echo in TCP (integration.
     // RendezvousSquat: 5 s in most runs; forever for an infinite poll).
     // Only sleepers on the old socket see it; the number names TCP.
-    doorbell_->RingSelf();
+    channel_.doorbell()->RingSelf();
     return false;
   }
   // After the peer's move, TCP readiness is data, which the application's
   // calls take: stop watching it.
-  return !revoked() && !(side_->local_flags.load(std::memory_order_acquire) &
+  return !revoked() && !(channel_.side()->local_flags.load(std::memory_order_acquire) &
                          (kLocalPeerGone | kLocalReset | kLocalTxOnTcp));
 }
 
+bool ShmTransport::LookForDecline() {
+  Doorbell::Drained drained = channel_.DrainOwnWakeups();
+  if (drained.declined) return decline_seen_.load(std::memory_order_acquire);
+  if (drained.datagrams > 0) channel_.SignalSelf();  // what was there stays readable
+  return false;
+}
+
+bool ShmTransport::TakeDecline() {
+  if (!decline_seen_.load(std::memory_order_acquire)) return false;
+  return MaybeRevoke(true, DeclineReason());
+}
+
+FallbackReason ShmTransport::DeclineReason() const {
+  return decline_for_uid_.load(std::memory_order_acquire) ? FallbackReason::kUidMismatch
+                                                          : ShmReason().claim_declined;
+}
+
 bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
-  if (role_ != Role::kClient || IsClaimed()) return revoked();
+  if (channel_.role() != Role::kClient || IsClaimed()) return revoked();
   if (!force && !ClaimDeadlinePassed(MonotonicNs())) return revoked();
-  SideLock send_lock(&side_->send_lock);
-  SideLock recv_lock(&side_->recv_lock);
+  SideLock send_lock(&channel_.side()->send_lock);
+  SideLock recv_lock(&channel_.side()->recv_lock);
   if (revoked()) return true;
   uint32_t expected = kOffered;
-  if (!segment_->header()->claim.compare_exchange_strong(
+  if (!channel_.segment()->header()->claim.compare_exchange_strong(
           expected, kRevoked, std::memory_order_seq_cst)) {
     if (ClaimWasMade(expected)) {
       IsClaimed();  // notes the listener's progress
@@ -293,13 +310,13 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
   // Nobody consumed the ring: replay [0, head) into TCP, in order.  Its
   // bytes were counted as shared memory's when written; they are TCP's
   // (which carried them, or reset the connection under them).
-  SendRingBytesToTcp(segment_->data(Direction::kClientToServer), 0, side_->head);
-  StatsBytesSentMoved(live_slot(), kShmKind, TransportKind::kTcp, side_->head);
-  if (side_->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
+  SendRingBytesToTcp(channel_.segment()->data(Direction::kClientToServer), 0, channel_.side()->head);
+  StatsBytesSentMoved(live_slot(), kShmKind, TransportKind::kTcp, channel_.side()->head);
+  if (channel_.side()->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
   RetireHere(reason);
-  segment_->Unlink();
+  channel_.segment()->Unlink();
   reason_.store(reason, std::memory_order_release);
-  side_->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
+  channel_.side()->local_flags.fetch_or(kLocalRevoked, std::memory_order_seq_cst);
   StatsConnectionMoved(kShmKind, TransportKind::kTcp);
   StatsFallback(reason, "the listener did not claim the shared-memory offer");
   return true;

@@ -48,7 +48,7 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
       Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
                tcp_fd, claim_deadline_ns, /*claimed=*/!client);
   if (!client) {
-    WatchWakes(t->doorbell_->my_wake_name(), t.get());
+    WatchWakes(t->channel_.doorbell()->my_wake_name(), t.get());
     t->wakes_watched_ = true;
   }
   return t;
@@ -65,51 +65,33 @@ void ShmTransport::StartWatching() {
   // The claim deadline holds even while the application only sleeps; the
   // listener's life is looked at before it (OnDeadline).
   WatchDeadline(this, NextUnclaimedLook(MonotonicNs()));
-  WatchWakes(doorbell_->my_wake_name(), this);
+  WatchWakes(channel_.doorbell()->my_wake_name(), this);
   wakes_watched_ = true;
 }
+
+ShmTransport::ShmTransport(Role role, std::unique_ptr<ShmSegment> segment,
+                           std::unique_ptr<Doorbell> doorbell, SideState* side,
+                           int side_fd, bool claimed)
+    : channel_(role, std::move(segment), std::move(doorbell), side, side_fd,
+               /*attached=*/claimed, this) {}
 
 std::unique_ptr<ShmTransport> ShmTransport::Assemble(
     Role role, std::unique_ptr<ShmSegment> segment,
     std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
     int tcp_fd, int64_t claim_deadline_ns, bool claimed) {
-  std::unique_ptr<ShmTransport> t(new ShmTransport());
-  bool client = role == Role::kClient;
-  Direction tx = client ? Direction::kClientToServer : Direction::kServerToClient;
-  Direction rx = client ? Direction::kServerToClient : Direction::kClientToServer;
-  uint64_t capacity = segment->capacity();
-  t->role_ = role;
-  t->side_ = side;
-  t->side_fd_ = side_fd;
-  t->side_in_segment_ = side_fd < 0 && !segment->sealed();
-  t->tx_ = segment->control(tx);
-  t->rx_ = segment->control(rx);
-  t->producer_ = std::make_unique<RingProducer>(t->tx_, segment->data(tx),
-                                                capacity, &side->head);
-  t->consumer_ = std::make_unique<RingConsumer>(t->rx_, segment->data(rx),
-                                                capacity, &side->tail);
-  t->segment_ = std::move(segment);
-  t->doorbell_ = std::move(doorbell);
+  std::unique_ptr<ShmTransport> t(new ShmTransport(
+      role, std::move(segment), std::move(doorbell), side, side_fd, claimed));
   t->tcp_fd_ = tcp_fd;
   t->claim_deadline_ns_.store(claim_deadline_ns, std::memory_order_relaxed);
   t->offer_made_ns_ = claim_deadline_ns - int64_t{GetConfig().claim_timeout_ms} * 1000000;
-  t->claimed_.store(claimed, std::memory_order_relaxed);
   return t;
 }
 
 ShmTransport::~ShmTransport() {
-  if (wakes_watched_) UnwatchWakes(doorbell_->my_wake_name(), this);
-  // A slot of the segment goes with the segment's mapping.
-  if (side_ && !side_in_segment_) DestroySideState(side_, side_fd_);
+  if (wakes_watched_) UnwatchWakes(channel_.doorbell()->my_wake_name(), this);
 }
 
 namespace {
-
-// What the kernel gives a socket whose application set nothing: the
-// initial tcp_wmem and tcp_rmem (the kernel grows them with use; a peer that
-// reads nothing keeps them there).
-constexpr uint64_t kDefaultSendBuffer = 16384;
-constexpr uint64_t kDefaultRecvBuffer = 131072;
 
 uint32_t KernelBufferSize(int tcp_fd, int name) {
   int value = 0;
@@ -127,16 +109,16 @@ void ShmTransport::BufferSizesChanged(uint32_t which) {
     return;
   }
   if (which & kSendBufferSet) {
-    side_->send_buffer.store(KernelBufferSize(tcp_fd_, SO_SNDBUF),
+    channel_.side()->send_buffer.store(KernelBufferSize(tcp_fd_, SO_SNDBUF),
                              std::memory_order_relaxed);
   }
   if (which & kRecvBufferSet) {
-    rx_->recv_window.store(KernelBufferSize(tcp_fd_, SO_RCVBUF),
+    channel_.rx()->recv_window.store(KernelBufferSize(tcp_fd_, SO_RCVBUF),
                            std::memory_order_seq_cst);
     // A larger window may let a blocked writer go on: let it look.
-    LiftPeerWriterBlock();
+    channel_.LiftPeerWriterBlock();
     // SO_RCVLOWAT's cap follows the window.
-    if (side_->readable_above.load(std::memory_order_relaxed) != 0) {
+    if (channel_.side()->readable_above.load(std::memory_order_relaxed) != 0) {
       uint32_t lowat = KernelBufferSize(tcp_fd_, SO_RCVLOWAT);
       RecvLowatChanged(lowat > 1 ? lowat : 1);
     }
@@ -156,60 +138,57 @@ void ShmTransport::RecvLowatChanged(uint32_t lowat) {
   // above what the initial buffer allows is made room for as kernel TCP
   // does (it grows its receive buffer to twice the mark): our SO_RCVBUF,
   // as the kernel now reports it, becomes the peer's bound.
-  uint64_t window = rx_->recv_window.load(std::memory_order_relaxed);
-  if (window == 0 && lowat > kDefaultRecvBuffer / 2) {
+  uint64_t window = channel_.rx()->recv_window.load(std::memory_order_relaxed);
+  if (window == 0 && lowat > ShmChannel::kDefaultRecvBuffer / 2) {
     window = KernelBufferSize(tcp_fd_, SO_RCVBUF);
-    rx_->recv_window.store(static_cast<uint32_t>(window), std::memory_order_seq_cst);
-    LiftPeerWriterBlock();
+    channel_.rx()->recv_window.store(static_cast<uint32_t>(window), std::memory_order_seq_cst);
+    channel_.LiftPeerWriterBlock();
   }
-  uint64_t reach = std::min<uint64_t>(consumer_->capacity(),
-                                      window ? window : kDefaultRecvBuffer) / 2;
+  uint64_t reach = std::min<uint64_t>(channel_.consumer()->capacity(),
+                                      window ? window : ShmChannel::kDefaultRecvBuffer) / 2;
   uint64_t mark = std::min<uint64_t>(lowat, std::max<uint64_t>(reach, 1));
-  side_->readable_above.store(static_cast<uint32_t>(mark - 1), std::memory_order_seq_cst);
+  channel_.side()->readable_above.store(static_cast<uint32_t>(mark - 1), std::memory_order_seq_cst);
   // As the kernel's tcp_set_rcvlowat: what is queued may be enough now,
   // for a sleeper too.
-  if (IsClaimed() && !revoked() && consumer_->AvailableNow() >= static_cast<int64_t>(mark))
-    SignalSelf();
-}
-
-uint64_t ShmTransport::SendWindow() const {
-  uint64_t ours = side_->send_buffer.load(std::memory_order_relaxed);
-  uint64_t peers = tx_->recv_window.load(std::memory_order_relaxed);  // untrusted
-  if (ours == 0 && peers == 0) return 0;
-  uint64_t window = (ours ? ours : kDefaultSendBuffer) + (peers ? peers : kDefaultRecvBuffer);
-  return std::max<uint64_t>(window, 4096);
+  if (IsClaimed() && !revoked() && channel_.consumer()->AvailableNow() >= static_cast<int64_t>(mark))
+    channel_.SignalSelf();
 }
 
 uint32_t ShmTransport::capabilities() const {
   return ShmProvider()->capabilities();
 }
 
-bool ShmTransport::revoked() const {
-  return side_->local_flags.load(std::memory_order_acquire) & kLocalRevoked;
+void ShmTransport::OnPeerAttached() {
+  if (listener_pid_ > 0) NoteOfferClaimed(listener_pid_, offer_made_ns_, MonotonicNs());
 }
 
-bool ShmTransport::IsClaimed() {
-  if (claimed_.load(std::memory_order_acquire)) return true;
-  if (ClaimWasMade(segment_->header()->claim.load(std::memory_order_seq_cst))) {
-    if (!claimed_.exchange(true, std::memory_order_acq_rel) && listener_pid_ > 0)
-      NoteOfferClaimed(listener_pid_, offer_made_ns_, MonotonicNs());
-    return true;
-  }
-  return false;
+void ShmTransport::OnDeclineDrained(bool for_uid) {
+  if (for_uid) decline_for_uid_.store(true, std::memory_order_relaxed);
+  decline_seen_.store(true, std::memory_order_release);
 }
 
 void ShmTransport::AfterClaim() {
   WatchLiveness(tcp_fd_, this);
   watched_ = true;
-  rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
-  if (consumer_->Available() != 0 ||
-      (rx_->flags.load(std::memory_order_acquire) &
+  channel_.rx()->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
+  if (channel_.consumer()->Available() != 0 ||
+      (channel_.rx()->flags.load(std::memory_order_acquire) &
        (kProducerClosed | kReset))) {
-    SignalSelf();
+    channel_.SignalSelf();
   }
-  UpdateHangup();
+  channel_.UpdateHangup();
 }
 
+
+void ShmTransport::OnPeerWake() {
+  if (!IsClaimed()) return;  // spurious: the peer wakes us only after it
+  if (PeerMovedToTcp()) {
+    FollowPeerToTcp();
+    return;
+  }
+  channel_.LiftPeerWriterBlock();
+  channel_.UpdateHangup();
+}
 
 int ShmTransport::Shutdown(int how) {
   if (Transport* next = MovedTo()) return next->Shutdown(how);
@@ -218,32 +197,32 @@ int ShmTransport::Shutdown(int how) {
     return -1;
   }
   if (how == SHUT_RD || how == SHUT_RDWR) {
-    side_->local_flags.fetch_or(kLocalShutRead, std::memory_order_seq_cst);
-    doorbell_->RingSelf();
+    channel_.side()->local_flags.fetch_or(kLocalShutRead, std::memory_order_seq_cst);
+    channel_.doorbell()->RingSelf();
   }
   if (how == SHUT_WR || how == SHUT_RDWR) {
-    SideLock lock(&side_->send_lock);
-    PublishHeldLocked();  // the FIN follows what a cork held, as TCP's
+    SideLock lock(&channel_.side()->send_lock);
+    channel_.PublishHeldLocked();  // the FIN follows what a cork held, as TCP's
     uint32_t before =
-        side_->local_flags.fetch_or(kLocalShutWrite, std::memory_order_seq_cst);
+        channel_.side()->local_flags.fetch_or(kLocalShutWrite, std::memory_order_seq_cst);
     // Following the peer's move to TCP, our stream's end goes there too.
     if (before & kLocalTxOnTcp) sys::shutdown(tcp_fd_, SHUT_WR);
-    tx_->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
-    tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
+    channel_.tx()->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
+    channel_.tx()->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
     if (IsClaimed()) {
       // The watcher first: it raises POLLRDHUP over there, and the sooner
       // it runs, the likelier a woken poller sees it with the POLLIN.
-      WakePeerWatcher();
-      doorbell_->RingPeer();
+      channel_.WakePeerWatcher();
+      channel_.doorbell()->RingPeer();
     }
   }
-  UpdateHangup();
+  channel_.UpdateHangup();
   return 0;
 }
 
 int ShmTransport::ReadableBytes() {
   if (Transport* next = MovedTo()) return next->ReadableBytes();
-  int64_t n = consumer_->AvailableNow();
+  int64_t n = channel_.consumer()->AvailableNow();
   if (n < 0) return 0;
   return static_cast<int>(std::min<int64_t>(n, INT_MAX));
 }
@@ -253,35 +232,35 @@ bool ShmTransport::DropStaleWakeup() {
   if (PeerMovedToTcp()) FollowPeerToTcp();
   if (Transport* next = MovedTo()) return next->DropStaleWakeup();
   if (!IsClaimed()) return false;
-  SideLock lock(&side_->recv_lock);
+  SideLock lock(&channel_.side()->recv_lock);
   if (revoked()) return false;
-  if (side_->local_flags.load(std::memory_order_acquire) &
+  if (channel_.side()->local_flags.load(std::memory_order_acquire) &
       (kLocalReset | kLocalShutRead | kLocalPeerGone)) {
     return false;
   }
   // Readable below SO_RCVLOWAT's mark counts as stale too (poll() would
   // not report it on kernel TCP).  0 unless the program set one.
-  const int64_t above = side_->readable_above.load(std::memory_order_relaxed);
-  const int64_t available = AvailableAgainst(above + 1);
+  const int64_t above = channel_.side()->readable_above.load(std::memory_order_relaxed);
+  const int64_t available = channel_.AvailableAgainst(above + 1);
   if (available > above || available < 0) return false;
   auto finished = [this] {
-    return ((rx_->flags.load(std::memory_order_acquire) |
-             tx_->flags.load(std::memory_order_acquire)) &
+    return ((channel_.rx()->flags.load(std::memory_order_acquire) |
+             channel_.tx()->flags.load(std::memory_order_acquire)) &
             (kProducerClosed | kReset)) != 0;
   };
   if (finished()) return false;
-  LiftPeerWriterBlock();
+  channel_.LiftPeerWriterBlock();
   if (available == 0) [[likely]] {
-    AfterConsume(true);
+    channel_.AfterConsume(true);
     return true;
   }
   // Bytes below the mark: drain the wake-ups that announced them, then
   // look again; bytes published after the drain ring us again (the reader
   // is armed and no wake-up is pending), and a mark reached meanwhile
   // keeps the descriptor readable.
-  DrainOwnWakeups();
-  if (consumer_->AvailableNow() > above || finished()) {
-    SignalSelf();
+  channel_.DrainOwnWakeups();
+  if (channel_.consumer()->AvailableNow() > above || finished()) {
+    channel_.SignalSelf();
     return false;
   }
   return true;
@@ -289,23 +268,40 @@ bool ShmTransport::DropStaleWakeup() {
 
 int ShmTransport::TakeError() {
   if (Transport* next = MovedTo()) return next->TakeError();
-  if (int err = side_->pending_error.exchange(0, std::memory_order_relaxed)) return err;
+  if (int err = channel_.side()->pending_error.exchange(0, std::memory_order_relaxed)) return err;
   // The peer's reset, not yet reported by a call: SO_ERROR takes it, once,
   // as the kernel's sock_error() does.
-  if (((rx_->flags.load(std::memory_order_acquire) |
-        tx_->flags.load(std::memory_order_acquire)) & kReset) &&
-      !(side_->local_flags.fetch_or(kLocalResetReported, std::memory_order_acq_rel) &
+  if (((channel_.rx()->flags.load(std::memory_order_acquire) |
+        channel_.tx()->flags.load(std::memory_order_acquire)) & kReset) &&
+      !(channel_.side()->local_flags.fetch_or(kLocalResetReported, std::memory_order_acq_rel) &
         kLocalResetReported)) {
     return ECONNRESET;
   }
   return 0;
 }
 
+Transport::UserSpaceReadiness ShmTransport::PollUserSpace(uint32_t wanted) {
+  // After a revoke or a move, the kernel's view of the user's descriptor
+  // is the exact one.
+  if (successor()) return UserSpaceReadiness();
+  return channel_.PollReadiness(wanted);
+}
+
+bool ShmTransport::HoldForUserSpacePoll() {
+  if (channel_.PollerHeld()) return true;
+  if (successor()) return false;
+  return channel_.TakePollerHold();
+}
+
+void ShmTransport::BeforeExec() { channel_.BeforeExec(); }
+
+void ShmTransport::AfterFailedExec() { channel_.AfterFailedExec(); }
+
 void ShmTransport::BeforeFork() {
   // Held bytes go first: the child's sends must not overtake them, and
   // the hold's deadline is this process's watcher's.
-  PublishHeld();
-  side_->holders.fetch_add(1, std::memory_order_relaxed);
+  channel_.PublishHeld();
+  channel_.side()->holders.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace vsocket::fifo

@@ -30,12 +30,12 @@
 
 #include "fifo_bridge/descriptor_budget.h"
 #include "fifo_bridge/doorbell.h"
+#include "fifo_bridge/shm_channel.h"
 #include "fifo_bridge/shm_provider.h"
 #include "fifo_bridge/liveness_watcher.h"
 #include "fifo_bridge/offer_hand_out.h"
 #include "fifo_bridge/shm_segment.h"
 #include "fifo_bridge/side_state.h"
-#include "fifo_bridge/spsc_ring.h"
 #include "vsocket/inplace_view.h"
 #include "vsocket/stream_io.h"
 #include "vsocket/transport.h"
@@ -44,9 +44,10 @@ namespace vsocket::fifo {
 
 class ShmTransport final : public Transport,
                            public LivenessTarget,
-                           public StreamSteps {
+                           public StreamSteps,
+                           private ShmChannelEvents {
  public:
-  enum class Role { kClient, kServer };
+  using Role = ShmRole;
 
   // Takes ownership of everything.  `tcp_fd` is the liveness connection (not
   // the user's descriptor).  For a client, the offer is still unclaimed.
@@ -78,9 +79,9 @@ class ShmTransport final : public Transport,
   // registered it at -1, which shrank and overran the socket table.)
   int user_fd() const override {
     if (const Transport* next = successor()) return next->user_fd();
-    return doorbell_->wait_fd();
+    return channel_.doorbell()->wait_fd();
   }
-  void set_user_fd(int fd) { doorbell_->set_wait_fd(fd); }
+  void set_user_fd(int fd) { channel_.doorbell()->set_wait_fd(fd); }
   // After a revoke the user's number names the TCP socket and the doorbell
   // has none (wait_fd() == -1): the successor moves then.
   void MoveUserFd(int fd) override;
@@ -98,7 +99,7 @@ class ShmTransport final : public Transport,
   int TakeError() override;
   bool DropStaleWakeup() override;
   int tcp_fd() const override { return tcp_fd_; }
-  uint64_t send_ring_bytes() const override { return producer_->capacity(); }
+  uint64_t send_ring_bytes() const override { return channel_.producer()->capacity(); }
   // SO_SNDBUF/SO_RCVBUF bound the bytes in flight (SendWindow).
   void BufferSizesChanged(uint32_t which) override;
   // Sets SideState::readable_above (shm_transport.cc).
@@ -114,23 +115,16 @@ class ShmTransport final : public Transport,
   void BeforeFork() override;
   void Release() override;
 
-  // User-space readiness (shm_user_space_poll.cc): the rings' indices and
-  // flags; a hold is the kSpinnersPollerHold bit of SideState::spinners,
-  // shared by every process holding this side.
+  // User-space readiness: the channel's (ShmChannel::PollReadiness, the
+  // poller hold) while the connection runs on shared memory.
   UserSpaceReadiness PollUserSpace(uint32_t wanted) override;
   bool HoldForUserSpacePoll() override;
-  void DropUserSpaceHold() override;
-  // Counts SideState::kernel_sleepers.
-  void NoteKernelSleeper(bool asleep) override;
+  void DropUserSpaceHold() override { channel_.DropUserSpaceHold(); }
+  void NoteKernelSleeper(bool asleep) override { channel_.NoteKernelSleeper(asleep); }
 
-  // Held sends (shm_cork.cc): TCP_CORK (SideState::corked) and MSG_MORE
-  // hold a send's bytes in the transmit ring, unpublished, until the cork
-  // is out, a send without MSG_MORE, kHoldLimit held, shutdown or close,
-  // fork, exec, a move to TCP, or kHoldNs after the hold began (the
-  // liveness watcher's deadline).  The ring is shared memory: a peer that
-  // sees this process die takes them as sent (RingConsumer::TakeHeld).
-  void CorkChanged(bool on) override;
-  void PushHeldSends() override;
+  // Held sends: the channel's (ShmChannel, "Held sends").
+  void CorkChanged(bool on) override { channel_.CorkChanged(on); }
+  void PushHeldSends() override { channel_.PublishHeld(); }
 
   // The budget entry of this connection's private descriptors, given back
   // by Release().
@@ -154,7 +148,7 @@ class ShmTransport final : public Transport,
     int side = -1;     // the SideState memfd; -1: in the segment's slot
     int tcp = -1;      // the liveness TCP connection
   };
-  Role role() const { return role_; }
+  Role role() const { return channel_.role(); }
   // True when the connection can be handed to a new image: claimed, not
   // revoked, and every private descriptor exists.
   bool CanHandOver();
@@ -163,18 +157,15 @@ class ShmTransport final : public Transport,
   // where <side> is "-" when the SideState is in the segment's slot.
   bool DescribeForExec(std::vector<std::string>* fields,
                        std::vector<int>* keep_fds) override;
-  // The calling process's busy-polling threads die with exec, so their
-  // count leaves SideState::spinners; given back if exec fails.
+  // The calling process's busy-polling threads die with exec
+  // (ShmChannel::BeforeExec).
   void BeforeExec() override;
   void AfterFailedExec() override;
   // Parses DescribeForExec's fields (in the new image).  false: malformed.
   static bool ParseExecFields(const std::vector<std::string>& fields,
                               Role* role, InheritedFds* fds);
   // The parent's busy-polling threads are not this child's.
-  void AfterForkInChild() override {
-    local_spinners_.store(0, std::memory_order_relaxed);
-    trim_scheduled_ = false;  // the parent's watcher had the look
-  }
+  void AfterForkInChild() override { channel_.AfterForkInChild(); }
   // In the new image: rebuilds this side from inherited descriptors and
   // re-watches its liveness connection and peer wakes.  `user_fd` is the wait
   // socket, which the transport names but never closes.  Descriptors not of
@@ -235,7 +226,9 @@ class ShmTransport final : public Transport,
   // false.  Any thread.
   bool ClaimDeadlinePassed(int64_t now_ns);
 
-  ShmTransport() = default;
+  ShmTransport(Role role, std::unique_ptr<ShmSegment> segment,
+               std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
+               bool claimed);
   // The object for one side over `segment`, with the given side state and
   // descriptors (all owned from now on); watches nothing yet.  Shared by
   // Create() and AdoptInherited().
@@ -246,7 +239,7 @@ class ShmTransport final : public Transport,
 
   // The offer was revoked (by this process or another holder of the
   // connection): the connection runs on TCP now.
-  bool revoked() const;
+  bool revoked() const { return channel_.stopped(); }
   // Client: revoke the offer if it is unclaimed and `force` or past its
   // deadline.  Returns true when the connection is now on TCP.
   bool MaybeRevoke(bool force, FallbackReason reason);
@@ -260,13 +253,17 @@ class ShmTransport final : public Transport,
   // Counts this process's view of the connection as moved to TCP (once:
   // pass RetireHere's result).
   void CountMove(bool retired, FallbackReason reason, const char* detail);
-  bool IsClaimed();
+  bool IsClaimed() { return channel_.PeerAttached(); }
+  // ShmChannelEvents: the claim seen first (the listener's progress,
+  // claim_progress.h); the server's decline drained by the channel.
+  void OnPeerAttached() override;
+  void OnDeclineDrained(bool for_uid) override;
 
   // ---- The peer's move to TCP (shm_move_to_tcp.cc) ----
   // The peer has moved the connection to TCP (its CAS of the claim word).
-  bool PeerMovedToTcp() const;
+  bool PeerMovedToTcp() const { return channel_.PeerStoppedRings(); }
   // This side (this process or another holder of it) moved it.
-  bool WeMovedToTcp() const;
+  bool WeMovedToTcp() const { return channel_.WeStoppedRings(); }
   // Our half of the peer's move: resend [peer's tail, our head) of the tx
   // ring over TCP (once per connection, whichever holder comes first), and
   // once the rx ring is empty, retire here.  Until then receives drain the
@@ -298,98 +295,13 @@ class ShmTransport final : public Transport,
   // holder made; nullptr while the connection runs on shared memory.
   Transport* MovedTo() override;
 
-  // ---- Memory that follows use (shm_trim.cc) ----
-  // After a send: accounts the transmit ring's newly touched bytes
-  // (StatsShmMemory); true once kTrimAfterBytes went through it since the
-  // last trim and the idle look is to be scheduled (LookScheduler).
-  // REQUIRES: the send lock.
-  bool AfterRingWrite();
-  // Before writing `len` bytes: when they reach 16 KiB or more into pages
-  // of the transmit ring not touched since the last trim, those pages are
-  // populated with one madvise(MADV_POPULATE_WRITE), not one fault per
-  // 4 KiB (a fresh connection that streams 1 MB spent 40% of its sender's
-  // time in shmem faults).  Only what the write touches: memory still
-  // grows with use.  REQUIRES: the send lock.
-  void PopulateAhead(uint64_t len);
-  bool RingPopulated() const { return populated_ >= producer_->capacity(); }
-  // Asks the watcher for a look (WatchDeadlineBy: an earlier one pending
-  // stays) when it goes out of scope, if armed: the idle look
-  // (ArmIdleLook) or a hold's deadline (ArmAt).  Declared before a
-  // SideLock, so that it runs after the unlock: the watcher thread holds
-  // its mutex while it calls OnDeadline, which may take side locks, so no
-  // one may call into the watcher holding one.
-  class LookScheduler {
-   public:
-    explicit LookScheduler(ShmTransport* t) : t_(t) {}
-    ~LookScheduler();
-    void ArmIdleLook();  // shm_trim.cc
-    void ArmAt(int64_t at_ns) {
-      if (at_ns_ == 0 || at_ns < at_ns_) at_ns_ = at_ns;
-    }
-
-   private:
-    ShmTransport* t_;
-    int64_t at_ns_ = 0;  // 0: not armed
-  };
-  // Watcher thread, once a second while scheduled: a transmit ring that
-  // carried no byte since the last look and that the peer has read to the
-  // end gives its pages back (MADV_REMOVE; the next write faults in zero
-  // pages), so a connection that was busy costs what an idle one costs.
-  // Returns the next look's time, or 0 when done.  Skips a look while an
-  // application thread holds the send lock.  A look may come early (the
-  // deadline is shared with held sends): it then counts as a look.
-  int64_t TrimIdleRing();
-  // Gives back this connection's accounted bytes (Release).
-  void ForgetRingBytes();
-
-  // ---- Held sends (shm_cork.cc) ----
-  // As kernel TCP on loopback: a held send leaves ~200 ms after the hold
-  // began (209 ms measured on Linux 6.x), or once a full segment (64 KiB)
-  // is held.
-  static constexpr int64_t kHoldNs = 200'000'000;
-  static constexpr uint64_t kHoldLimit = 64 * 1024;
-  // After a Write with `hold` that took bytes, `held_before` having been
-  // held before it: starts the hold's clock (and asks `looks` for the
-  // deadline), or publishes when the hold is full or the writer would
-  // block on bytes the peer cannot read.  REQUIRES: the send lock.
-  void AfterHeldWrite(uint64_t held_before, LookScheduler& looks);
-  // Publishes what is held and wakes the reader.  REQUIRES: the send lock.
-  void PublishHeldLocked();
-  // The same, taking the send lock, only if something is held.  Any
-  // thread; REQUIRES: no side lock held.
-  void PublishHeld();
-  // Watcher thread: publishes a hold older than kHoldNs.  Returns when to
-  // look again (0: nothing held).
-  int64_t ReleaseHeldIfDue();
-
   // TryRecv's attempt under the receive lock; `returning_to_user`: an
   // -EAGAIN goes back to the application (drain our wake-ups then).
   ssize_t ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
                    bool peek, bool returning_to_user);
-  // Readable bytes, exact below `need` (RingConsumer::Available is a lower
-  // bound while not 0: against SO_RCVLOWAT's mark the head is read again).
-  int64_t AvailableAgainst(int64_t need) const {
-    int64_t available = consumer_->Available();
-    if (available > 0 && available < need) [[unlikely]] available = consumer_->AvailableNow();
-    return available;
-  }
   // Looks at the liveness connection; updates local flags.  Never blocks.
   void CheckLiveness();
 
-  // Bytes our producer may keep unconsumed: our SO_SNDBUF plus the peer's
-  // SO_RCVBUF, as kernel TCP keeps at most a send queue and the peer's
-  // receive queue in flight; the kernel's initial sizes stand in for one
-  // the application did not set.  0 (the whole ring) when neither end set
-  // one.  Read on every send: either end may change it at any time.
-  uint64_t SendWindow() const;
-  // The writer's block threshold: a quarter of the window.
-  uint64_t BlockThreshold() const { return producer_->window() / 4; }
-  void NotifyReader();          // after publishing into tx
-  // Asks the peer's watcher thread to look at the connection (the peer's
-  // pid from the header, untrusted: a wrong one wakes nobody of ours).
-  // false when it could not be asked (no such process, its queue full):
-  // the caller then wakes the peer's wait socket.
-  bool WakePeerWatcher();
   // Client, unclaimed: a drain found the server's decline (decline_seen_);
   // revoke now.  True when the connection is on TCP.  REQUIRES: no side
   // lock held (MaybeRevoke takes both).
@@ -401,51 +313,11 @@ class ShmTransport final : public Transport,
   // thread: drains the wait socket; true when that found a decline.  What
   // else it held is put back as one wake-up of our own.
   bool LookForDecline();
-  void SignalSelf();            // make our wait socket readable
-  void AfterConsume(bool force_drain);
-  // Drains our wait socket's wake-ups and clears kReaderPending (after any
-  // producer in the middle of ringing finished): a wake-up that lands in
-  // between leaves one spare datagram, never a missing one.  A decline
-  // among them sets decline_seen_ (an unclaimed client's).  Returns what
-  // it drained.
-  Doorbell::Drained DrainOwnWakeups();
-  void LiftPeerWriterBlock();   // after consuming from rx
-  // tx nearly full: arms the peer's wake-up of our wait socket.  False
-  // when that cannot be armed (the peer's socket refuses our filler: it
-  // is gone, or shut down reading).
-  bool BlockOurWrites();
-  // Raises POLLRDHUP on the user's descriptor once no more data can arrive,
-  // and POLLHUP once neither direction can carry data (or on a reset), as
-  // kernel TCP does.  Any thread; cheap and idempotent.
-  void UpdateHangup();
-  void BeginSpin();
-  void EndSpin();
-  // Takes `count` off SideState::spinners; re-arms when that leaves none.
-  void RemoveSpinners(uint32_t count);
-  // The consumer is armed again: set kReaderArmed, and ring ourselves if
-  // data arrived while we were not.
-  void Rearm();
-  void ResetConnection(const char* why);
-  // -ECONNRESET the first time a reset is reported, then -EPIPE for sends
-  // and 0 (EOF) for receives.
-  ssize_t ResetOutcome(bool sending);
 
-  Role role_ = Role::kClient;
-  std::unique_ptr<ShmSegment> segment_;
-  std::unique_ptr<Doorbell> doorbell_;
-  SideState* side_ = nullptr;
-  int side_fd_ = -1;  // the memfd behind side_ (-1: in the segment, or anonymous)
-  // side_ is this side's slot of the segment's header page (unsealed
-  // segments): no page or descriptor of its own.
-  bool side_in_segment_ = false;
-  // Threads of this process inside BeginSpin/EndSpin (side_->spinners
-  // counts those of every process sharing the connection).
-  std::atomic<uint32_t> local_spinners_{0};
-  uint32_t spinners_taken_for_exec_ = 0;  // BeforeExec -> AfterFailedExec
-  RingControl* tx_ = nullptr;
-  RingControl* rx_ = nullptr;
-  std::unique_ptr<RingProducer> producer_;
-  std::unique_ptr<RingConsumer> consumer_;
+  // The data path: rings, wake-ups, readiness, held sends, trim.  By
+  // value: the fast path reaches its words as it reached them when they
+  // were the transport's own.
+  ShmChannel channel_;
   int tcp_fd_ = -1;
   // Client, unclaimed: the claim deadline, moved later by the listener's
   // progress (ClaimDeadlinePassed); read by any thread.
@@ -459,21 +331,11 @@ class ShmTransport final : public Transport,
   // rather than claim_declined).  Set before decline_seen_.
   std::atomic<bool> decline_for_uid_{false};
   bool wakes_watched_ = false;  // WatchWakes(my wake name)
-  std::atomic<bool> claimed_{false};
   bool watched_ = false;  // registered with the liveness watcher
   std::atomic<FallbackReason> reason_{FallbackReason::kNone};
   std::mutex retire_mu_;  // serialises RetireHere
   DescriptorReservation descriptors_;
   std::unique_ptr<OfferHandOut> hand_out_;  // see KeepOfferHandOut
-  // Memory accounting and the idle trim (shm_trim.cc); guarded by the send
-  // lock, per process.
-  bool trim_scheduled_ = false;
-  uint64_t trim_look_head_ = ~uint64_t{0};  // head at the last idle look
-  int64_t accounted_bytes_ = 0;             // what StatsShmMemory holds for us
-  // Bytes of the transmit ring, from the position of SideState::
-  // trimmed_head on, that this process's writes touched (PopulateAhead).
-  // Not reset by a trim in a forked sibling: those pages then fault in.
-  uint64_t populated_ = 0;
   // The in-place view (shm_zerocopy.cc), one per connection in this
   // process.
   std::mutex inplace_mu_;      // guards inplace_view_

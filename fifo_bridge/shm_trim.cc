@@ -1,4 +1,4 @@
-// ShmTransport's memory that follows use: the transmit ring's pages are
+// ShmChannel's memory that follows use: the transmit ring's pages are
 // allocated as data first passes through them (the segment is a sparse
 // shared file), accounted in VSOCKET_STATS, and given back once the ring
 // has been idle and empty for a second.  The producer is the ring's only
@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "fifo_bridge/shm_memory_stats.h"
-#include "fifo_bridge/shm_transport.h"
+#include "fifo_bridge/shm_channel.h"
 #include "vsocket/wait.h"
 
 namespace vsocket::fifo {
@@ -34,7 +34,7 @@ int64_t FixedBytes(bool side_in_segment) {
 
 }  // namespace
 
-bool ShmTransport::AfterRingWrite() {
+bool ShmChannel::AfterRingWrite() {
   uint64_t written = side_->head - side_->trimmed_head;
   uint64_t touched = std::min<uint64_t>(written, producer_->capacity());
   const int64_t fixed = FixedBytes(side_in_segment_);
@@ -45,7 +45,7 @@ bool ShmTransport::AfterRingWrite() {
     accounted_bytes_ = want;
   }
   if (!trim_scheduled_ && written >= kTrimAfterBytes &&
-      claimed_.load(std::memory_order_relaxed)) {
+      attached_.load(std::memory_order_relaxed)) {
     trim_scheduled_ = true;
     trim_look_head_ = ~uint64_t{0};
     return true;
@@ -53,7 +53,7 @@ bool ShmTransport::AfterRingWrite() {
   return false;
 }
 
-void ShmTransport::PopulateAhead(uint64_t len) {
+void ShmChannel::PopulateAhead(uint64_t len) {
   // Kernels before 5.14 lack the advice: then the faults do it.
   static std::atomic<bool> unsupported{false};
   uint64_t capacity = producer_->capacity();
@@ -68,7 +68,7 @@ void ShmTransport::PopulateAhead(uint64_t len) {
   // does, and a stream of small messages makes no system call.
   if (want - from_bytes < kPopulateAtLeast || unsupported.load(std::memory_order_relaxed))
     return;
-  Direction tx = role_ == Role::kClient ? Direction::kClientToServer
+  Direction tx = role_ == ShmRole::kClient ? Direction::kClientToServer
                                         : Direction::kServerToClient;
   uint8_t* data = segment_->data(tx);
   auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -89,17 +89,17 @@ void ShmTransport::PopulateAhead(uint64_t len) {
   }
 }
 
-void ShmTransport::LookScheduler::ArmIdleLook() { ArmAt(MonotonicNs() + kIdleLookNs); }
+void ShmChannel::LookScheduler::ArmIdleLook() { ArmAt(MonotonicNs() + kIdleLookNs); }
 
-ShmTransport::LookScheduler::~LookScheduler() {
-  if (at_ns_ != 0) WatchDeadlineBy(t_, at_ns_);
+ShmChannel::LookScheduler::~LookScheduler() {
+  if (at_ns_ != 0) WatchDeadlineBy(target_, at_ns_);
 }
 
-int64_t ShmTransport::TrimIdleRing() {
+int64_t ShmChannel::TrimIdleRing() {
   SideLock lock(&side_->send_lock, /*try_only=*/true);
   if (!lock.owns_lock()) return MonotonicNs() + kIdleLookNs;  // busy now
   if (!trim_scheduled_) return 0;
-  if (revoked() || PeerMovedToTcp()) {
+  if (stopped() || PeerStoppedRings()) {
     trim_scheduled_ = false;
     return 0;
   }
@@ -108,7 +108,7 @@ int64_t ShmTransport::TrimIdleRing() {
   trim_look_head_ = head;
   if (!idle || tx_->tail.load(std::memory_order_acquire) != head)
     return MonotonicNs() + kIdleLookNs;
-  Direction tx = role_ == Role::kClient ? Direction::kClientToServer
+  Direction tx = role_ == ShmRole::kClient ? Direction::kClientToServer
                                         : Direction::kServerToClient;
   auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   auto begin = reinterpret_cast<uintptr_t>(segment_->data(tx));
@@ -128,7 +128,7 @@ int64_t ShmTransport::TrimIdleRing() {
   return 0;
 }
 
-void ShmTransport::ForgetRingBytes() {
+void ShmChannel::ForgetRingBytes() {
   SideLock lock(&side_->send_lock);
   if (accounted_bytes_ != 0) StatsShmMemory(-accounted_bytes_);
   accounted_bytes_ = 0;

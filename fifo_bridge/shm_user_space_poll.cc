@@ -1,24 +1,23 @@
-// ShmTransport's user-space readiness (Transport::PollUserSpace) and the
+// ShmChannel's user-space readiness (Transport::PollUserSpace) and the
 // poller hold that keeps producers from ringing while a poller watches the
 // rings (vsocket/user_space_holds.h).  Any thread of any process holding
 // the connection; only atomics of the shared control words are touched,
 // never a lock, so a poller never waits for a reader or writer.
 #include <poll.h>
 
-#include "fifo_bridge/shm_transport.h"
+#include "fifo_bridge/shm_channel.h"
 
 namespace vsocket::fifo {
 
-Transport::UserSpaceReadiness ShmTransport::PollUserSpace(uint32_t wanted) {
+Transport::UserSpaceReadiness ShmChannel::PollReadiness(uint32_t wanted) {
   // Called for every watched connection on every look of a busy poller:
   // the lines read here are our own or rarely written, except the peer's
   // index for the direction asked about.
-  UserSpaceReadiness r;
-  // Before the claim and after a revoke or a move, the kernel's view of
-  // the user's descriptor is the exact one.  (A peer's move in progress
-  // still shows true events: our ring drains and our sends go to TCP.)
-  if (successor() || (!claimed_.load(std::memory_order_relaxed) && !IsClaimed()))
-    return r;
+  Transport::UserSpaceReadiness r;
+  // Before the peer attached, the kernel's view of the user's descriptor
+  // is the exact one.  (A peer's move in progress still shows true
+  // events: our ring drains and our sends go to TCP.)
+  if (!attached_.load(std::memory_order_relaxed) && !PeerAttached()) return r;
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
   uint32_t flags = rx_->flags.load(std::memory_order_acquire) |
                    tx_->flags.load(std::memory_order_acquire);
@@ -54,16 +53,13 @@ Transport::UserSpaceReadiness ShmTransport::PollUserSpace(uint32_t wanted) {
   return r;
 }
 
-bool ShmTransport::HoldForUserSpacePoll() {
-  uint32_t spinners = side_->spinners.load(std::memory_order_relaxed);
-  if (spinners & kSpinnersPollerHold) return true;
+bool ShmChannel::TakePollerHold() {
   // A blocking receive asleep on the wait socket needs the peer's wake-up.
-  if (successor() || revoked() ||
-      side_->kernel_sleepers.load(std::memory_order_seq_cst) != 0) {
+  if (stopped() || side_->kernel_sleepers.load(std::memory_order_seq_cst) != 0) {
     return false;
   }
-  spinners = side_->spinners.fetch_or(kSpinnersPollerHold,
-                                      std::memory_order_seq_cst);
+  uint32_t spinners = side_->spinners.fetch_or(kSpinnersPollerHold,
+                                               std::memory_order_seq_cst);
   if (spinners == 0) {
     rx_->reader_wake.fetch_and(~kReaderArmed, std::memory_order_seq_cst);
     // A drop between our two steps re-armed before we disarmed: re-arm.
@@ -78,7 +74,7 @@ bool ShmTransport::HoldForUserSpacePoll() {
   return true;
 }
 
-void ShmTransport::DropUserSpaceHold() {
+void ShmChannel::DropUserSpaceHold() {
   if (!(side_->spinners.load(std::memory_order_acquire) & kSpinnersPollerHold))
     return;
   uint32_t before = side_->spinners.fetch_and(~kSpinnersPollerHold,
@@ -86,11 +82,7 @@ void ShmTransport::DropUserSpaceHold() {
   if (before == kSpinnersPollerHold) Rearm();
 }
 
-}  // namespace vsocket::fifo
-
-namespace vsocket::fifo {
-
-void ShmTransport::NoteKernelSleeper(bool asleep) {
+void ShmChannel::NoteKernelSleeper(bool asleep) {
   if (!asleep) {
     side_->kernel_sleepers.fetch_sub(1, std::memory_order_seq_cst);
     return;

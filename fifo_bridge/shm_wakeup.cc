@@ -1,10 +1,10 @@
-// ShmTransport's wake-up protocol (docs/PROTOCOL.md): when a producer sends
+// ShmChannel's wake-up protocol (docs/PROTOCOL.md): when a producer sends
 // its consumer a wake-up datagram, how the consumer drains them, the
 // writer's filler block, the busy-poll count that disarms the reader, and
 // the hang-up readiness (POLLRDHUP/POLLHUP) of the user's descriptor.
 // Any thread of either process may run these; the flags they use are
 // atomics in the shared ring control words.
-#include "fifo_bridge/shm_transport.h"
+#include "fifo_bridge/shm_channel.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,6 @@
 #include <climits>
 
 #include "base/real_libc.h"
-#include "fifo_bridge/shm_reasons.h"
 #include "vsocket/log.h"
 #include "vsocket/wait.h"
 
@@ -56,25 +55,25 @@ void AwaitRingers(RingControl* ring) {
 
 }  // namespace
 
-void ShmTransport::NotifyReader() {
+void ShmChannel::NotifyReader() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   uint32_t wake = tx_->reader_wake.load(std::memory_order_relaxed);
   if (!(wake & kReaderArmed) || (wake & kReaderPending)) return;
   if (!BeginRinging(tx_)) return;
   // Before the claim the server's wait socket does not exist; the server
   // looks at the ring when it claims (AfterClaim).
-  if (IsClaimed()) doorbell_->RingPeer();
+  if (PeerAttached()) doorbell_->RingPeer();
   EndRinging(tx_);
 }
 
-void ShmTransport::SignalSelf() {
+void ShmChannel::SignalSelf() {
   if (BeginRinging(rx_)) {
     doorbell_->RingSelf();
     EndRinging(rx_);
   }
 }
 
-void ShmTransport::AfterConsume(bool force_drain) {
+void ShmChannel::AfterConsume(bool force_drain) {
   if (consumer_->Available() != 0) return;
   if (rx_->flags.load(std::memory_order_acquire) & (kProducerClosed | kReset))
     return;  // EOF stays readable
@@ -93,7 +92,7 @@ void ShmTransport::AfterConsume(bool force_drain) {
   }
 }
 
-Doorbell::Drained ShmTransport::DrainOwnWakeups() {
+Doorbell::Drained ShmChannel::DrainOwnWakeups() {
   AwaitRingers(rx_);
   // The watcher thread is inside no call on the descriptor, whose number
   // the application may close or reuse meanwhile.
@@ -101,28 +100,9 @@ Doorbell::Drained ShmTransport::DrainOwnWakeups() {
                                                 : doorbell_->DrainWakeups();
   rx_->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
   // After the claim a 'D' is a stranger's: the server declines only before.
-  if (drained.declined && role_ == Role::kClient && !IsClaimed()) {
-    if (drained.declined_for_uid) decline_for_uid_.store(true, std::memory_order_relaxed);
-    decline_seen_.store(true, std::memory_order_release);
-  }
+  if (drained.declined && role_ == ShmRole::kClient && !PeerAttached())
+    events_->OnDeclineDrained(drained.declined_for_uid);
   return drained;
-}
-
-bool ShmTransport::LookForDecline() {
-  Doorbell::Drained drained = DrainOwnWakeups();
-  if (drained.declined) return decline_seen_.load(std::memory_order_acquire);
-  if (drained.datagrams > 0) SignalSelf();  // what was there stays readable
-  return false;
-}
-
-bool ShmTransport::TakeDecline() {
-  if (!decline_seen_.load(std::memory_order_acquire)) return false;
-  return MaybeRevoke(true, DeclineReason());
-}
-
-FallbackReason ShmTransport::DeclineReason() const {
-  return decline_for_uid_.load(std::memory_order_acquire) ? FallbackReason::kUidMismatch
-                                                          : ShmReason().claim_declined;
 }
 
 // Blocking and lifting are apart (hysteresis): the producer blocks when
@@ -134,7 +114,7 @@ FallbackReason ShmTransport::DeclineReason() const {
 // drain each time).  writer_lift is the peer's word: a wrong one only
 // lifts the peer's own block early or late (at the latest when the ring is
 // empty), never stalls us.
-void ShmTransport::LiftPeerWriterBlock() {
+void ShmChannel::LiftPeerWriterBlock() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   // Acquire: writer_lift was stored before the flag.
   if (!(rx_->writer_wake.load(std::memory_order_acquire) & kWriterBlocked))
@@ -159,15 +139,15 @@ void ShmTransport::LiftPeerWriterBlock() {
   }
 }
 
-bool ShmTransport::WakePeerWatcher() {
+bool ShmChannel::WakePeerWatcher() {
   const SegmentHeader* header = segment_->header();
   uint32_t pid = __atomic_load_n(
-      role_ == Role::kClient ? &header->server_pid : &header->client_pid,
+      role_ == ShmRole::kClient ? &header->server_pid : &header->client_pid,
       __ATOMIC_RELAXED);
   return doorbell_->WakePeerWatcher(static_cast<pid_t>(pid)) == 0;
 }
 
-bool ShmTransport::BlockOurWrites() {
+bool ShmChannel::BlockOurWrites() {
   if (tx_->writer_wake.load(std::memory_order_acquire) & kWriterBlocked) return true;
   // The peer gone, or its socket shut down reading: writes fail.
   if (doorbell_->FillSendBuffer() != 0) return false;
@@ -189,9 +169,9 @@ bool ShmTransport::BlockOurWrites() {
   return true;
 }
 
-void ShmTransport::UpdateHangup() {
+void ShmChannel::UpdateHangup() {
   uint32_t local = side_->local_flags.load(std::memory_order_acquire);
-  if ((local & (kLocalHangupShown | kLocalRevoked)) || !IsClaimed()) return;
+  if ((local & (kLocalHangupShown | kLocalRevoked)) || !PeerAttached()) return;
   uint32_t ring_flags = rx_->flags.load(std::memory_order_acquire) |
                         tx_->flags.load(std::memory_order_acquire);
   bool reset = (ring_flags & kReset) ||
@@ -220,46 +200,36 @@ void ShmTransport::UpdateHangup() {
   }
 }
 
-void ShmTransport::OnPeerWake() {
-  if (!IsClaimed()) return;  // spurious: the peer wakes us only after it
-  if (PeerMovedToTcp()) {
-    FollowPeerToTcp();
-    return;
-  }
-  LiftPeerWriterBlock();
-  UpdateHangup();
-}
-
-void ShmTransport::BeginSpin() {
+void ShmChannel::BeginSpin() {
   local_spinners_.fetch_add(1, std::memory_order_relaxed);
   if (side_->spinners.fetch_add(1, std::memory_order_seq_cst) == 0)
     rx_->reader_wake.fetch_and(~kReaderArmed, std::memory_order_seq_cst);
 }
 
-void ShmTransport::EndSpin() {
+void ShmChannel::EndSpin() {
   local_spinners_.fetch_sub(1, std::memory_order_relaxed);
   RemoveSpinners(1);
 }
 
-void ShmTransport::RemoveSpinners(uint32_t count) {
+void ShmChannel::RemoveSpinners(uint32_t count) {
   if (side_->spinners.fetch_sub(count, std::memory_order_seq_cst) != count)
     return;
   Rearm();
 }
 
-void ShmTransport::Rearm() {
+void ShmChannel::Rearm() {
   rx_->reader_wake.fetch_or(kReaderArmed, std::memory_order_seq_cst);
   if (consumer_->Available() != 0) SignalSelf();
 }
 
-void ShmTransport::ResetConnection(const char* why) {
+void ShmChannel::ResetConnection(const char* why) {
   VSOCKET_LOG(kWarn, "shared-memory connection reset: %s", why);
   side_->local_flags.fetch_or(kLocalReset, std::memory_order_seq_cst);
   side_->pending_error.store(ECONNRESET, std::memory_order_relaxed);
   tx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
   rx_->flags.fetch_or(kReset, std::memory_order_seq_cst);
   tx_->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
-  if (IsClaimed()) {
+  if (PeerAttached()) {
     WakePeerWatcher();  // first: it raises the peer's hang-up
     doorbell_->RingPeer();
   }

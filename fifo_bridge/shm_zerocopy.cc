@@ -44,11 +44,11 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
       // Not held while taking inplace_mu_ below: ReleaseInPlace takes
       // inplace_mu_, then this lock (the order ThreadSanitizer checks).
       // The bytes stay put without it: only a consumer moves the tail.
-      SideLock lock(&side_->recv_lock);
-      n = consumer_->Contiguous(&view);
+      SideLock lock(&channel_.side()->recv_lock);
+      n = channel_.consumer()->Contiguous(&view);
       if (n == kCorrupt) {
-        ResetConnection("peer published an impossible producer index");
-        r = ResetOutcome(/*sending=*/false);
+        channel_.ResetConnection("peer published an impossible producer index");
+        r = channel_.ResetOutcome(/*sending=*/false);
       }
     }
     if (n == kCorrupt) {
@@ -74,7 +74,7 @@ ssize_t ShmTransport::RecvInPlace(const void** data, size_t max, int flags,
     inplace_view_.End();
   }
   if (r > 0) return MovedTo()->RecvInPlace(data, max, flags, io);  // now TCP
-  UpdateHangup();
+  channel_.UpdateHangup();
   errno = saved;
   return r;
 }
@@ -90,11 +90,11 @@ int ShmTransport::ReleaseInPlace(size_t n, const IoOptions& io) {
     return -1;
   }
   if (n > 0) {
-    SideLock side(&side_->recv_lock);
-    consumer_->Discard(n);
+    SideLock side(&channel_.side()->recv_lock);
+    channel_.consumer()->Discard(n);
     StatsBytesReceivedSerialised(live_slot(), kShmKind, n);
-    LiftPeerWriterBlock();
-    AfterConsume(false);
+    channel_.LiftPeerWriterBlock();
+    channel_.AfterConsume(false);
   }
   inplace_view_.End();
   return 0;
