@@ -25,7 +25,7 @@
 // wake, never data.
 //
 // Threading: all methods are thread-safe at the kernel level; callers decide
-// when to call them (see shm_transport.h for the protocol).  Only A's
+// when to call them (see shm_channel.h for the protocol).  Only A's
 // number is the application's: FillSendBuffer and DrainWakeups use it as
 // it stands (callers are inside a call on that descriptor), every other
 // method sends from a private socket or checks A's identity first.

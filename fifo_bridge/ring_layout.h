@@ -60,7 +60,7 @@ struct RingControl {
   std::atomic<uint32_t> flags;
   // Written by the consumer: the receive buffer its application asked for
   // (SO_RCVBUF as the kernel reports it), 0 if it asked for none.  Bounds
-  // the bytes the producer keeps in flight (shm_transport.h, SendWindow).
+  // the bytes the producer keeps in flight (shm_channel.h, SendWindow).
   std::atomic<uint32_t> recv_window;
   // Written by the producer before it sets kWriterBlocked: the consumer
   // lifts the block once at most this many bytes are unconsumed (half the

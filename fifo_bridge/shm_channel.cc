@@ -15,8 +15,8 @@ namespace vsocket::fifo {
 
 ShmChannel::ShmChannel(ShmRole role, std::unique_ptr<ShmSegment> segment,
                        std::unique_ptr<Doorbell> doorbell, SideState* side,
-                       int side_fd, bool attached, ShmChannelEvents* events)
-    : role_(role), events_(events) {
+                       int side_fd, bool attached)
+    : role_(role) {
   bool client = role == ShmRole::kClient;
   Direction tx = client ? Direction::kClientToServer : Direction::kServerToClient;
   Direction rx = client ? Direction::kServerToClient : Direction::kClientToServer;

@@ -71,10 +71,13 @@ class ShmChannel {
   // Takes ownership of everything; `side` is this side's state (a slot of
   // the segment's header page, or a page of its own behind `side_fd`).
   // `attached`: the peer is known to have attached (a server, an adopted
-  // connection).  REQUIRES: `events` outlives the channel.
+  // connection).
   ShmChannel(ShmRole role, std::unique_ptr<ShmSegment> segment,
              std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
-             bool attached, ShmChannelEvents* events);
+             bool attached);
+  // REQUIRES: called once, before any other call, with a sink that
+  // outlives the channel.
+  void set_events(ShmChannelEvents* events) { events_ = events; }
   ~ShmChannel();
   ShmChannel(const ShmChannel&) = delete;
   ShmChannel& operator=(const ShmChannel&) = delete;
@@ -282,7 +285,7 @@ class ShmChannel {
   std::unique_ptr<RingProducer> producer_;
   std::unique_ptr<RingConsumer> consumer_;
   std::atomic<bool> attached_{false};  // see PeerAttached
-  ShmChannelEvents* events_;
+  ShmChannelEvents* events_ = nullptr;
   // Memory accounting and the idle trim (shm_trim.cc); guarded by the send
   // lock, per process.
   bool trim_scheduled_ = false;

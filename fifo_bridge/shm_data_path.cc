@@ -64,12 +64,13 @@ void ShmTransport::EndCall(StreamCall& call) {
 ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
                               int iovcnt, size_t skip) {
   if (!channel_.attached() &&
-      (TakeDecline() || MaybeRevoke(false, ShmReason().claim_timeout))) {
+      (lifecycle_.TakeDecline() ||
+       lifecycle_.MaybeRevoke(false, ShmReason().claim_timeout))) {
     return kStreamMoved;
   }
   if (PeerMovedToTcp() && !(channel_.side()->local_flags.load(std::memory_order_acquire) &
                             kLocalTxOnTcp)) {
-    FollowPeerToTcp();
+    lifecycle_.FollowPeerToTcp();
   }
   // Declared before the lock, so it runs after the unlock: the watcher
   // calls OnDeadline holding its own mutex, and may take the send lock.
@@ -79,7 +80,7 @@ ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
   uint32_t local = channel_.side()->local_flags.load(std::memory_order_acquire);
   if (local & kLocalReset) return channel_.ResetOutcome(/*sending=*/true);
   if (local & kLocalShutWrite) return -EPIPE;
-  if (local & kLocalTxOnTcp) return SendOnTcp(iov, iovcnt, skip);
+  if (local & kLocalTxOnTcp) return lifecycle_.SendOnTcp(iov, iovcnt, skip);
   if ((channel_.tx()->flags.load(std::memory_order_acquire) |
        channel_.rx()->flags.load(std::memory_order_acquire)) & kReset) {
     return channel_.ResetOutcome(/*sending=*/true);
@@ -89,7 +90,8 @@ ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
   // (CheckLiveness put ECONNRESET in pending_error: reported once, then
   // EPIPE), else with a FIN, which the case below answers as TCP does.
   if ((local & kLocalPeerGone) &&
-      ((local & kLocalResetReported) || channel_.side()->pending_error.load(std::memory_order_relaxed)))
+      ((local & kLocalResetReported) ||
+       channel_.side()->pending_error.load(std::memory_order_relaxed)))
     return channel_.ResetOutcome(/*sending=*/true);
   if ((channel_.tx()->flags.load(std::memory_order_acquire) & kConsumerClosed) ||
       (local & kLocalPeerGone)) {
@@ -110,7 +112,8 @@ ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
   channel_.producer()->set_window(channel_.SendWindow());
   // Once the whole ring has been touched (after the first pass) nothing is
   // left to populate: no walk of the iovec on the hot path.
-  if (!channel_.RingPopulated()) channel_.PopulateAhead(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
+  if (!channel_.RingPopulated())
+    channel_.PopulateAhead(IovTotal(iov, static_cast<size_t>(iovcnt)) - skip);
   // TCP_CORK or MSG_MORE: the bytes are held (shm_cork.cc).  A send
   // without either publishes what was held with its own bytes.
   bool hold = call.more || channel_.side()->corked.load(std::memory_order_relaxed);
@@ -133,7 +136,8 @@ ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
     channel_.PublishHeldLocked();  // full: the wait for room must not wait on a hold
   }
   int64_t free_space = channel_.producer()->FreeSpace();
-  StatsSendRingFill(live_slot(), channel_.producer()->capacity() - static_cast<uint64_t>(free_space));
+  StatsSendRingFill(live_slot(),
+                    channel_.producer()->capacity() - static_cast<uint64_t>(free_space));
   if (channel_.attached() &&
       free_space < static_cast<int64_t>(channel_.BlockThreshold())) {
     channel_.BlockOurWrites();
@@ -147,16 +151,16 @@ ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
   // only in a non-blocking call.
   if (PeerMovedToTcp() && channel_.consumer()->Available() == 0) {
     // Everything the peer wrote to the ring has been read: TCP is next.
-    FollowPeerToTcp();
+    lifecycle_.FollowPeerToTcp();
     if (revoked()) return kStreamMoved;
   }
   ssize_t r = ReadOnce(iov, iovcnt, skip, peek, call.nonblocking && skip == 0);
   // Its drain may have found the server's decline: on to TCP at once.
-  if (r == -EAGAIN && TakeDecline()) return kStreamMoved;
+  if (r == -EAGAIN && lifecycle_.TakeDecline()) return kStreamMoved;
   if (r > 0 && !peek && PeerMovedToTcp() && channel_.consumer()->Available() == 0) {
     // That was the ring's last byte: move now, so that poll and epoll on
     // the user's number see TCP's readiness from here on.
-    FollowPeerToTcp();
+    lifecycle_.FollowPeerToTcp();
   }
   if (r <= 0 && r != -EAGAIN && r != kStreamMoved) channel_.UpdateHangup();
   return r;
@@ -165,7 +169,8 @@ ssize_t ShmTransport::TryRecv(StreamCall& call, const struct iovec* iov,
 ssize_t ShmTransport::ReadOnce(const struct iovec* iov, int iovcnt, size_t skip,
                                bool peek, bool returning_to_user) {
   if (!channel_.attached() &&
-      (TakeDecline() || MaybeRevoke(false, ShmReason().claim_timeout))) {
+      (lifecycle_.TakeDecline() ||
+       lifecycle_.MaybeRevoke(false, ShmReason().claim_timeout))) {
     return kStreamMoved;
   }
   SideLock lock(&channel_.side()->recv_lock);
@@ -275,7 +280,8 @@ int ShmTransport::WaitReadable(StreamCall& call) {
       return 0;
     }
     // Swallow stale wake-ups so that poll() really sleeps, then look again.
-    if (channel_.DrainOwnWakeups().declined && decline_seen_.load()) return 0;  // the retry moves
+    if (channel_.DrainOwnWakeups().declined && lifecycle_.decline_seen())
+      return 0;  // the retry moves
     if (enough() ||
         (channel_.rx()->flags.load(std::memory_order_acquire) &
          (kProducerClosed | kReset))) {
@@ -284,18 +290,18 @@ int ShmTransport::WaitReadable(StreamCall& call) {
     channel_.LiftPeerWriterBlock();
     int64_t wake_at = deadline_ns;
     bool unclaimed = !IsClaimed();
-    int64_t claim_deadline = claim_deadline_ns_.load(std::memory_order_relaxed);
+    int64_t claim_deadline = lifecycle_.claim_deadline_ns();
     if (unclaimed && (wake_at < 0 || wake_at > claim_deadline)) wake_at = claim_deadline;
     struct pollfd fds[2] = {{channel_.doorbell()->wait_fd(), POLLIN, 0},
-                            {tcp_fd_, POLLIN, 0}};
+                            {lifecycle_.tcp_fd(), POLLIN, 0}};
     int r = PollUntil(fds, 2, wake_at);
     if (r < 0) {
       if (errno == EINTR && signals.ShouldRestart(deadline_ns >= 0)) continue;
       return -errno;
     }
-    if (fds[1].revents) CheckLiveness();
+    if (fds[1].revents) lifecycle_.CheckLiveness();
     if (r == 0) {
-      if (unclaimed && MaybeRevoke(false, ShmReason().claim_timeout))
+      if (unclaimed && lifecycle_.MaybeRevoke(false, ShmReason().claim_timeout))
         return 0;
       if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns) return -EAGAIN;
     }
@@ -309,7 +315,7 @@ int ShmTransport::WaitWritable(StreamCall& call) {
     // Following the peer's move: our sends go to TCP.
     for (;;) {
       if (revoked()) return 0;
-      struct pollfd pfd = {tcp_fd_, POLLOUT, 0};
+      struct pollfd pfd = {lifecycle_.tcp_fd(), POLLOUT, 0};
       int r = PollUntil(&pfd, 1, deadline_ns);
       if (r < 0) {
         if (errno == EINTR && signals.ShouldRestart(deadline_ns >= 0)) continue;
@@ -329,13 +335,14 @@ int ShmTransport::WaitWritable(StreamCall& call) {
     if (channel_.producer()->FreeSpace() != 0) return 0;
     uint32_t local = channel_.side()->local_flags.load(std::memory_order_acquire);
     if ((local & (kLocalPeerGone | kLocalReset)) ||
-        ((channel_.tx()->flags.load() | channel_.rx()->flags.load()) & (kReset | kConsumerClosed))) {
+        ((channel_.tx()->flags.load() | channel_.rx()->flags.load()) &
+         (kReset | kConsumerClosed))) {
       return 0;  // the retry reports the error
     }
     bool unclaimed = !IsClaimed();
     int64_t wake_at = deadline_ns;
     struct pollfd fds[2] = {{channel_.doorbell()->wait_fd(), POLLOUT, 0},
-                            {tcp_fd_, POLLIN, 0}};
+                            {lifecycle_.tcp_fd(), POLLIN, 0}};
     int nfds = 2;
     // No filler before the claim, nor once the peer's socket refuses it
     // (it shut down reading; its reads go on): our wait socket stays
@@ -354,10 +361,10 @@ int ShmTransport::WaitWritable(StreamCall& call) {
       return -errno;
     }
     for (int k = 0; k < nfds; ++k) {
-      if (fds[k].fd == tcp_fd_ && fds[k].revents) CheckLiveness();
+      if (fds[k].fd == lifecycle_.tcp_fd() && fds[k].revents) lifecycle_.CheckLiveness();
     }
-    if (unclaimed && (LookForDecline() ||
-                      MaybeRevoke(false, ShmReason().claim_timeout)))
+    if (unclaimed && (lifecycle_.LookForDecline() ||
+                      lifecycle_.MaybeRevoke(false, ShmReason().claim_timeout)))
       return 0;
     // The deadline holds whatever woke us (a wake-up that found no room,
     // the liveness connection).

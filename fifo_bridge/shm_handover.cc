@@ -1,6 +1,9 @@
-// ShmTransport's half of handing a connection to a new program image across
-// exec (the interposer's half, which chooses the connections, clears
-// FD_CLOEXEC and passes VSOCKET_INHERITED, is preload/exec_export.cc).
+// The shared-memory half of handing a connection to a new program image
+// across exec: ShmLifecycle describes the connection (CanHandOver,
+// DescribeForExec, ParseExecFields), ShmTransport::AdoptInherited rebuilds
+// it in the new image.  The interposer's half, which chooses the
+// connections, clears FD_CLOEXEC and passes VSOCKET_INHERITED, is
+// preload/exec_export.cc.
 //
 // What survives exec and what does not:
 //  - descriptors without FD_CLOEXEC survive: the wait socket (the user's),
@@ -29,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "fifo_bridge/shm_lifecycle.h"
 #include "fifo_bridge/shm_transport.h"
 #include "base/real_libc.h"
 #include "vsocket/descriptor_number.h"
@@ -63,14 +67,15 @@ int MakePrivate(int fd) {
 
 }  // namespace
 
-bool ShmTransport::CanHandOver() {
+bool ShmLifecycle::CanHandOver() {
   // The segment's descriptor last: a named one is opened for the occasion.
   return !revoked() && IsClaimed() && channel_.segment() &&
-         (channel_.side_in_segment() || channel_.side_fd() >= 0) && channel_.doorbell()->wait_fd() >= 0 &&
+         (channel_.side_in_segment() || channel_.side_fd() >= 0) &&
+         channel_.doorbell()->wait_fd() >= 0 &&
          tcp_fd_ >= 0 && channel_.segment()->DescriptorForExec() >= 0;
 }
 
-ShmTransport::InheritedFds ShmTransport::inherited_fds() const {
+ShmLifecycle::InheritedFds ShmLifecycle::inherited_fds() const {
   InheritedFds fds;
   fds.segment = channel_.segment() ? channel_.segment()->fd() : -1;
   fds.side = channel_.side_fd();
@@ -78,11 +83,11 @@ ShmTransport::InheritedFds ShmTransport::inherited_fds() const {
   return fds;
 }
 
-bool ShmTransport::DescribeForExec(std::vector<std::string>* fields,
+bool ShmLifecycle::DescribeForExec(std::vector<std::string>* fields,
                                    std::vector<int>* keep_fds) {
   if (!CanHandOver()) return false;
   InheritedFds fds = inherited_fds();
-  *fields = {channel_.role() == Role::kClient ? "c" : "s", std::to_string(fds.segment),
+  *fields = {channel_.role() == ShmRole::kClient ? "c" : "s", std::to_string(fds.segment),
              fds.side >= 0 ? std::to_string(fds.side) : "-",
              std::to_string(fds.tcp)};
   *keep_fds = {fds.segment, fds.tcp};
@@ -90,10 +95,10 @@ bool ShmTransport::DescribeForExec(std::vector<std::string>* fields,
   return true;
 }
 
-bool ShmTransport::ParseExecFields(const std::vector<std::string>& f,
-                                   Role* role, InheritedFds* fds) {
+bool ShmLifecycle::ParseExecFields(const std::vector<std::string>& f,
+                                   ShmRole* role, InheritedFds* fds) {
   if (f.size() != 4 || (f[0] != "c" && f[0] != "s")) return false;
-  *role = f[0] == "c" ? Role::kClient : Role::kServer;
+  *role = f[0] == "c" ? ShmRole::kClient : ShmRole::kServer;
   fds->side = -1;
   return ParseDescriptorNumber(f[1], &fds->segment) &&
          (f[2] == "-" || ParseDescriptorNumber(f[2], &fds->side)) &&
@@ -126,7 +131,7 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
     sys::close(tcp_fd);
     return nullptr;
   };
-  if (doorbell->AdoptInherited(user_fd, role == Role::kClient ? 'c' : 's') != 0) {
+  if (doorbell->AdoptInherited(user_fd, role == ShmRole::kClient ? 'c' : 's') != 0) {
     sys::close(fds.segment);
     return fail("the wait socket is not a connection's");
   }
@@ -139,7 +144,7 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
     // private to this user has.
     if (segment->sealed()) return fail("a sealed segment holds no side state");
     side = static_cast<SideState*>(
-        segment->side_state_slot(role == Role::kClient));
+        segment->side_state_slot(role == ShmRole::kClient));
   } else {
     side = MapInheritedSideState(side_fd);
     if (!side) return fail("the side state is not a sealed page");
@@ -151,10 +156,7 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
   std::unique_ptr<ShmTransport> t =
       Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
                tcp_fd, /*claim_deadline_ns=*/0, /*claimed=*/true);
-  WatchLiveness(tcp_fd, t.get());
-  t->watched_ = true;
-  WatchWakes(t->channel_.doorbell()->my_wake_name(), t.get());
-  t->wakes_watched_ = true;
+  t->lifecycle_.WatchAdopted();
   // No thread of this image spins yet; a dead thread's count may linger, so
   // ask for wake-ups regardless.  Then the AfterClaim() sequence: a pending
   // flag whose datagram was lost with a dead thread must not stay set.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/real_libc.h"
+#include "fifo_bridge/shm_lifecycle.h"
 #include "fifo_bridge/shm_transport.h"
 #include "vsocket/iovec_util.h"
 #include "vsocket/log.h"
@@ -42,7 +43,7 @@ constexpr int64_t kResendGiveUpNs = 10 * 1000000000ll;
 
 }  // namespace
 
-uint64_t ShmTransport::SendRingBytesToTcp(const uint8_t* data, uint64_t from,
+uint64_t ShmLifecycle::SendRingBytesToTcp(const uint8_t* data, uint64_t from,
                                           uint64_t to) {
   uint64_t capacity = channel_.segment()->capacity();
   uint64_t at = from;
@@ -88,12 +89,12 @@ uint64_t ShmTransport::SendRingBytesToTcp(const uint8_t* data, uint64_t from,
   return at - from;
 }
 
-bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
-  if (successor()) return true;
+bool ShmLifecycle::MoveToKernelTcp(FallbackReason reason) {
+  if (transport_.successor()) return true;
   if (!IsClaimed()) {
     // An unclaimed client offer moves the way a timeout moves it (nothing
     // was consumed: the whole ring is replayed).
-    return channel_.role() == Role::kClient && MaybeRevoke(true, reason);
+    return channel_.role() == ShmRole::kClient && MaybeRevoke(true, reason);
   }
   if (PeerMovedToTcp()) {
     // The peer was first: follow it.  Done only if nothing it wrote is
@@ -156,7 +157,7 @@ bool ShmTransport::MoveToKernelTcp(FallbackReason reason) {
   return revoked();
 }
 
-void ShmTransport::FollowPeerToTcp() {
+void ShmLifecycle::FollowPeerToTcp() {
   SideLock send_lock(&channel_.side()->send_lock);
   SideLock recv_lock(&channel_.side()->recv_lock);
   if (revoked()) {
@@ -174,7 +175,7 @@ void ShmTransport::FollowPeerToTcp() {
       channel_.ResetConnection("peer published an impossible consumer index");
       return;
     }
-    Direction tx = channel_.role() == Role::kClient ? Direction::kClientToServer
+    Direction tx = channel_.role() == ShmRole::kClient ? Direction::kClientToServer
                                           : Direction::kServerToClient;
     SendRingBytesToTcp(channel_.segment()->data(tx), tail, head);
     if (local & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
@@ -196,7 +197,7 @@ void ShmTransport::FollowPeerToTcp() {
             "the peer moved a shared-memory stream to TCP");
 }
 
-ssize_t ShmTransport::SendOnTcp(const struct iovec* iov, int iovcnt,
+ssize_t ShmLifecycle::SendOnTcp(const struct iovec* iov, int iovcnt,
                                 size_t skip) {
   struct msghdr msg = {};
   std::vector<struct iovec> rest;  // only once the call moved some bytes
@@ -211,7 +212,7 @@ ssize_t ShmTransport::SendOnTcp(const struct iovec* iov, int iovcnt,
   if (msg.msg_iovlen == 0) return 0;
   ssize_t sent = sys::sendmsg(tcp_fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (sent < 0) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-  StatsBytesSent(live_slot(), TransportKind::kTcp, static_cast<uint64_t>(sent));
+  StatsBytesSent(transport_.live_slot(), TransportKind::kTcp, static_cast<uint64_t>(sent));
   return sent;
 }
 

@@ -1,7 +1,8 @@
-// ShmTransport::Release: the last close of a connection in this process.
+// ShmLifecycle::Release: the last close of a connection in this process.
 // Only the last holder (forked children count) tells the peer: FIN, or a
 // reset when unread data remains, as kernel TCP does; an unclaimed client
 // offer first hands its data to TCP.
+#include "fifo_bridge/shm_lifecycle.h"
 #include "fifo_bridge/shm_transport.h"
 
 #include <errno.h>
@@ -23,15 +24,15 @@ namespace vsocket::fifo {
 
 namespace sys = ::vsocket::sys;
 
-void ShmTransport::Release() {
+void ShmLifecycle::Release() {
   // Other holders of this side poll for themselves and hold again.
-  DropUserSpaceHold();
+  channel_.DropUserSpaceHold();
   // What this process held goes now (its deadline goes with it), as a
   // close sends what a cork held.
   channel_.PublishHeld();
   bool last = channel_.side()->holders.fetch_sub(1, std::memory_order_acq_rel) == 1;
   if (last && !revoked()) {
-    if (channel_.role() == Role::kClient && !IsClaimed()) {
+    if (channel_.role() == ShmRole::kClient && !IsClaimed()) {
       // Data written before close must still arrive: hand it to TCP.
       MaybeRevoke(true, ShmReason().offer_revoked);
     }
@@ -79,13 +80,12 @@ void ShmTransport::Release() {
       }
     }
   }
-  UnwatchDeadline(this);
+  UnwatchDeadline(&transport_);
   channel_.ForgetRingBytes();
   if (last) ReleaseSegmentName();
   if (watched_) UnwatchLiveness(tcp_fd_);
   watched_ = false;
-  if (wakes_watched_) UnwatchWakes(channel_.doorbell()->my_wake_name(), this);
-  wakes_watched_ = false;
+  UnwatchPeerWakes();
   // The user's descriptor is closed by the socket layer, not here: whether
   // it is still the wait socket (a forked holder whose other holder moved
   // the connection, so revoked() without a retirement here) or already
@@ -99,7 +99,7 @@ void ShmTransport::Release() {
   descriptors_.Give();
 }
 
-void ShmTransport::OnProcessExit() {
+void ShmLifecycle::OnProcessExit() {
   // Held bytes go now (the deadline dies with the process), unless a
   // sender holds the lock: a peer sees them at our death anyway.
   if (channel_.segment() && channel_.producer()->Held() != 0) {
@@ -115,9 +115,9 @@ void ShmTransport::OnProcessExit() {
   ReleaseSegmentName();
 }
 
-void ShmTransport::ReleaseSegmentName() {
+void ShmLifecycle::ReleaseSegmentName() {
   bool peer_gone = channel_.side()->local_flags.load(std::memory_order_acquire) & kLocalPeerGone;
-  channel_.segment()->ReleaseName(channel_.role() == Role::kClient, peer_gone);
+  channel_.segment()->ReleaseName(channel_.role() == ShmRole::kClient, peer_gone);
 }
 
 }  // namespace vsocket::fifo

@@ -1,8 +1,9 @@
-// ShmTransport's liveness and unclaimed-offer handling: the liveness TCP
+// ShmLifecycle's liveness and unclaimed-offer handling: the liveness TCP
 // connection's EOF or bytes, and a client offer the server never claimed
 // (timeout) or a listener that spoke TCP: the revoke, the replay of the
 // ring into TCP, and the hand-over to a TcpTransport successor.
 // Runs on application threads and on the liveness watcher thread.
+#include "fifo_bridge/shm_lifecycle.h"
 #include "fifo_bridge/shm_transport.h"
 
 #include <errno.h>
@@ -56,7 +57,7 @@ bool ProcessIsGone(pid_t pid) {
 
 }  // namespace
 
-void ShmTransport::CheckLiveness() {
+void ShmLifecycle::CheckLiveness() {
   // After a move to TCP its bytes are the stream's, not a protocol error.
   if (channel_.side()->local_flags.load(std::memory_order_acquire) &
       (kLocalPeerGone | kLocalRevoked))
@@ -117,9 +118,9 @@ void ShmTransport::CheckLiveness() {
   channel_.UpdateHangup();
 }
 
-bool ShmTransport::RetireHere(FallbackReason reason) {
+bool ShmLifecycle::RetireHere(FallbackReason reason) {
   std::lock_guard<std::mutex> lock(retire_mu_);
-  if (successor()) return false;
+  if (transport_.successor()) return false;
   // The user's descriptor number now names the TCP socket (the interposer
   // moves its epoll registrations along: vsocket/descriptor_swap.h).
   struct Swap {
@@ -159,21 +160,21 @@ bool ShmTransport::RetireHere(FallbackReason reason) {
   // the doorbell until there is a successor, and another thread (accept()
   // registering this server end) may read it at any time: it must never
   // see -1 (tests/preload/spawn_race_test.cc).
-  Retire(TcpTransport::AfterSwap(
+  transport_.Retire(TcpTransport::AfterSwap(
       swap.user, reason, channel_.side()->pending_error.exchange(0, std::memory_order_relaxed)));
   channel_.doorbell()->set_wait_fd(-1);  // dup3 closed the wait socket
   return true;
 }
 
-void ShmTransport::CountMove(bool retired, FallbackReason reason,
+void ShmLifecycle::CountMove(bool retired, FallbackReason reason,
                              const char* detail) {
   if (!retired) return;
   StatsConnectionMoved(kShmKind, TransportKind::kTcp);
   StatsFallback(reason, detail);
 }
 
-Transport* ShmTransport::MovedTo() {
-  if (Transport* next = successor()) return next;
+Transport* ShmLifecycle::MovedTo() {
+  if (Transport* next = transport_.successor()) return next;
   if (!revoked()) return nullptr;
   // Another process holding the connection (fork) revoked or moved it.
   FallbackReason reason = reason_.load(std::memory_order_acquire);
@@ -187,23 +188,15 @@ Transport* ShmTransport::MovedTo() {
   // that held it; a revoked offer counts once, in the process that revoked.
   if (channel_.side()->moved_reason.load(std::memory_order_relaxed) != 0)
     CountMove(retired, reason, "another holder moved the stream to TCP");
-  return successor();
+  return transport_.successor();
 }
 
-void ShmTransport::MoveUserFd(int fd) {
-  if (Transport* next = MovedTo()) {
-    next->MoveUserFd(fd);
-    return;
-  }
-  set_user_fd(fd);
-}
-
-int64_t ShmTransport::NextUnclaimedLook(int64_t now_ns) const {
+int64_t ShmLifecycle::NextUnclaimedLook(int64_t now_ns) const {
   return std::min(claim_deadline_ns_.load(std::memory_order_relaxed),
                   now_ns + kListenerLookNs);
 }
 
-bool ShmTransport::ClaimDeadlinePassed(int64_t now_ns) {
+bool ShmLifecycle::ClaimDeadlinePassed(int64_t now_ns) {
   int64_t deadline = claim_deadline_ns_.load(std::memory_order_relaxed);
   if (now_ns < deadline) return false;
   if (listener_pid_ <= 0) return true;
@@ -215,23 +208,8 @@ bool ShmTransport::ClaimDeadlinePassed(int64_t now_ns) {
   return false;
 }
 
-namespace {
-
-// The sooner of two look times, 0 standing for none.
-int64_t Sooner(int64_t a, int64_t b) {
-  if (a == 0) return b;
-  if (b == 0) return a;
-  return std::min(a, b);
-}
-
-}  // namespace
-
-int64_t ShmTransport::OnDeadline() {
-  return Sooner(channel_.ReleaseHeldIfDue(), NextLookAfterDeadline());
-}
-
-int64_t ShmTransport::NextLookAfterDeadline() {
-  if (channel_.role() == Role::kClient && !IsClaimed()) {
+int64_t ShmLifecycle::NextLookAfterDeadline() {
+  if (channel_.role() == ShmRole::kClient && !IsClaimed()) {
     int64_t now = MonotonicNs();
     if (ClaimDeadlinePassed(now)) {
       MaybeRevoke(false, ShmReason().claim_timeout);
@@ -254,7 +232,7 @@ int64_t ShmTransport::NextLookAfterDeadline() {
   return channel_.TrimIdleRing();
 }
 
-bool ShmTransport::OnLivenessEvent() {
+bool ShmLifecycle::OnLivenessEvent() {
   if (!revoked()) CheckLiveness();
   if (revoked()) {
     // TCP, now on the user's number, became readable.  A poll()/select()
@@ -272,25 +250,25 @@ bool ShmTransport::OnLivenessEvent() {
                          (kLocalPeerGone | kLocalReset | kLocalTxOnTcp));
 }
 
-bool ShmTransport::LookForDecline() {
+bool ShmLifecycle::LookForDecline() {
   Doorbell::Drained drained = channel_.DrainOwnWakeups();
   if (drained.declined) return decline_seen_.load(std::memory_order_acquire);
   if (drained.datagrams > 0) channel_.SignalSelf();  // what was there stays readable
   return false;
 }
 
-bool ShmTransport::TakeDecline() {
+bool ShmLifecycle::TakeDecline() {
   if (!decline_seen_.load(std::memory_order_acquire)) return false;
   return MaybeRevoke(true, DeclineReason());
 }
 
-FallbackReason ShmTransport::DeclineReason() const {
+FallbackReason ShmLifecycle::DeclineReason() const {
   return decline_for_uid_.load(std::memory_order_acquire) ? FallbackReason::kUidMismatch
                                                           : ShmReason().claim_declined;
 }
 
-bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
-  if (channel_.role() != Role::kClient || IsClaimed()) return revoked();
+bool ShmLifecycle::MaybeRevoke(bool force, FallbackReason reason) {
+  if (channel_.role() != ShmRole::kClient || IsClaimed()) return revoked();
   if (!force && !ClaimDeadlinePassed(MonotonicNs())) return revoked();
   SideLock send_lock(&channel_.side()->send_lock);
   SideLock recv_lock(&channel_.side()->recv_lock);
@@ -310,8 +288,9 @@ bool ShmTransport::MaybeRevoke(bool force, FallbackReason reason) {
   // Nobody consumed the ring: replay [0, head) into TCP, in order.  Its
   // bytes were counted as shared memory's when written; they are TCP's
   // (which carried them, or reset the connection under them).
-  SendRingBytesToTcp(channel_.segment()->data(Direction::kClientToServer), 0, channel_.side()->head);
-  StatsBytesSentMoved(live_slot(), kShmKind, TransportKind::kTcp, channel_.side()->head);
+  uint64_t head = channel_.side()->head;
+  SendRingBytesToTcp(channel_.segment()->data(Direction::kClientToServer), 0, head);
+  StatsBytesSentMoved(transport_.live_slot(), kShmKind, TransportKind::kTcp, head);
   if (channel_.side()->local_flags.load() & kLocalShutWrite) sys::shutdown(tcp_fd_, SHUT_WR);
   RetireHere(reason);
   channel_.segment()->Unlink();

@@ -1,11 +1,11 @@
 // ShmTransport (shm_transport.h): construction, and the socket calls other
-// than send and receive (shutdown, FIONREAD, SO_ERROR, the stale wake-up
-// filter, fork).  The rest, one concern a file:
+// than send and receive (shutdown, FIONREAD, SO_ERROR, buffer sizes, the
+// stale wake-up filter, fork), composed of the channel's and the
+// lifecycle's parts.  Elsewhere:
 //   shm_data_path.cc  the StreamSteps of send/recv (vsocket/stream_io.h)
-//   shm_wakeup.cc     the wake-up protocol and hang-up readiness
-//   shm_revoke.cc     liveness, the unclaimed offer, revoke and replay
-//   shm_release.cc    the last close
-//   shm_zerocopy.cc   in-place receive; shm_handover.cc: exec hand-over
+//   shm_zerocopy.cc   in-place receive
+//   shm_handover.cc   AdoptInherited (and the lifecycle's exec fields)
+//   shm_channel.h     the data path; shm_lifecycle.h: offer, claim, moves
 #include "fifo_bridge/shm_transport.h"
 
 #include <errno.h>
@@ -47,49 +47,28 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
   std::unique_ptr<ShmTransport> t =
       Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
                tcp_fd, claim_deadline_ns, /*claimed=*/!client);
-  if (!client) {
-    WatchWakes(t->channel_.doorbell()->my_wake_name(), t.get());
-    t->wakes_watched_ = true;
-  }
+  if (!client) t->lifecycle_.WatchPeerWakes();
   return t;
-}
-
-void ShmTransport::StartWatching() {
-  // Watch from the start: before the claim, bytes or EOF on TCP mean the
-  // listener was a plain program or died (CheckLiveness revokes the offer).
-  // Not from inside Create(): a revoke that ran before the wait socket was
-  // on the user's number dup'ed TCP onto the private number, which the
-  // install then closed under the successor (EBADF; found by the kill loop).
-  WatchLiveness(tcp_fd_, this);
-  watched_ = true;
-  // The claim deadline holds even while the application only sleeps; the
-  // listener's life is looked at before it (OnDeadline).
-  WatchDeadline(this, NextUnclaimedLook(MonotonicNs()));
-  WatchWakes(channel_.doorbell()->my_wake_name(), this);
-  wakes_watched_ = true;
 }
 
 ShmTransport::ShmTransport(Role role, std::unique_ptr<ShmSegment> segment,
                            std::unique_ptr<Doorbell> doorbell, SideState* side,
-                           int side_fd, bool claimed)
+                           int side_fd, bool claimed, int tcp_fd,
+                           int64_t claim_deadline_ns)
     : channel_(role, std::move(segment), std::move(doorbell), side, side_fd,
-               /*attached=*/claimed, this) {}
+               /*attached=*/claimed),
+      lifecycle_(*this, channel_, tcp_fd, claim_deadline_ns) {}
 
 std::unique_ptr<ShmTransport> ShmTransport::Assemble(
     Role role, std::unique_ptr<ShmSegment> segment,
     std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
     int tcp_fd, int64_t claim_deadline_ns, bool claimed) {
-  std::unique_ptr<ShmTransport> t(new ShmTransport(
-      role, std::move(segment), std::move(doorbell), side, side_fd, claimed));
-  t->tcp_fd_ = tcp_fd;
-  t->claim_deadline_ns_.store(claim_deadline_ns, std::memory_order_relaxed);
-  t->offer_made_ns_ = claim_deadline_ns - int64_t{GetConfig().claim_timeout_ms} * 1000000;
-  return t;
+  return std::unique_ptr<ShmTransport>(
+      new ShmTransport(role, std::move(segment), std::move(doorbell), side,
+                       side_fd, claimed, tcp_fd, claim_deadline_ns));
 }
 
-ShmTransport::~ShmTransport() {
-  if (wakes_watched_) UnwatchWakes(channel_.doorbell()->my_wake_name(), this);
-}
+ShmTransport::~ShmTransport() { lifecycle_.UnwatchPeerWakes(); }
 
 namespace {
 
@@ -109,17 +88,17 @@ void ShmTransport::BufferSizesChanged(uint32_t which) {
     return;
   }
   if (which & kSendBufferSet) {
-    channel_.side()->send_buffer.store(KernelBufferSize(tcp_fd_, SO_SNDBUF),
+    channel_.side()->send_buffer.store(KernelBufferSize(lifecycle_.tcp_fd(), SO_SNDBUF),
                              std::memory_order_relaxed);
   }
   if (which & kRecvBufferSet) {
-    channel_.rx()->recv_window.store(KernelBufferSize(tcp_fd_, SO_RCVBUF),
+    channel_.rx()->recv_window.store(KernelBufferSize(lifecycle_.tcp_fd(), SO_RCVBUF),
                            std::memory_order_seq_cst);
     // A larger window may let a blocked writer go on: let it look.
     channel_.LiftPeerWriterBlock();
     // SO_RCVLOWAT's cap follows the window.
     if (channel_.side()->readable_above.load(std::memory_order_relaxed) != 0) {
-      uint32_t lowat = KernelBufferSize(tcp_fd_, SO_RCVLOWAT);
+      uint32_t lowat = KernelBufferSize(lifecycle_.tcp_fd(), SO_RCVLOWAT);
       RecvLowatChanged(lowat > 1 ? lowat : 1);
     }
   }
@@ -140,7 +119,7 @@ void ShmTransport::RecvLowatChanged(uint32_t lowat) {
   // as the kernel now reports it, becomes the peer's bound.
   uint64_t window = channel_.rx()->recv_window.load(std::memory_order_relaxed);
   if (window == 0 && lowat > ShmChannel::kDefaultRecvBuffer / 2) {
-    window = KernelBufferSize(tcp_fd_, SO_RCVBUF);
+    window = KernelBufferSize(lifecycle_.tcp_fd(), SO_RCVBUF);
     channel_.rx()->recv_window.store(static_cast<uint32_t>(window), std::memory_order_seq_cst);
     channel_.LiftPeerWriterBlock();
   }
@@ -150,7 +129,8 @@ void ShmTransport::RecvLowatChanged(uint32_t lowat) {
   channel_.side()->readable_above.store(static_cast<uint32_t>(mark - 1), std::memory_order_seq_cst);
   // As the kernel's tcp_set_rcvlowat: what is queued may be enough now,
   // for a sleeper too.
-  if (IsClaimed() && !revoked() && channel_.consumer()->AvailableNow() >= static_cast<int64_t>(mark))
+  if (IsClaimed() && !revoked() &&
+      channel_.consumer()->AvailableNow() >= static_cast<int64_t>(mark))
     channel_.SignalSelf();
 }
 
@@ -158,32 +138,10 @@ uint32_t ShmTransport::capabilities() const {
   return ShmProvider()->capabilities();
 }
 
-void ShmTransport::OnPeerAttached() {
-  if (listener_pid_ > 0) NoteOfferClaimed(listener_pid_, offer_made_ns_, MonotonicNs());
-}
-
-void ShmTransport::OnDeclineDrained(bool for_uid) {
-  if (for_uid) decline_for_uid_.store(true, std::memory_order_relaxed);
-  decline_seen_.store(true, std::memory_order_release);
-}
-
-void ShmTransport::AfterClaim() {
-  WatchLiveness(tcp_fd_, this);
-  watched_ = true;
-  channel_.rx()->reader_wake.fetch_and(~kReaderPending, std::memory_order_seq_cst);
-  if (channel_.consumer()->Available() != 0 ||
-      (channel_.rx()->flags.load(std::memory_order_acquire) &
-       (kProducerClosed | kReset))) {
-    channel_.SignalSelf();
-  }
-  channel_.UpdateHangup();
-}
-
-
 void ShmTransport::OnPeerWake() {
   if (!IsClaimed()) return;  // spurious: the peer wakes us only after it
   if (PeerMovedToTcp()) {
-    FollowPeerToTcp();
+    lifecycle_.FollowPeerToTcp();
     return;
   }
   channel_.LiftPeerWriterBlock();
@@ -206,7 +164,7 @@ int ShmTransport::Shutdown(int how) {
     uint32_t before =
         channel_.side()->local_flags.fetch_or(kLocalShutWrite, std::memory_order_seq_cst);
     // Following the peer's move to TCP, our stream's end goes there too.
-    if (before & kLocalTxOnTcp) sys::shutdown(tcp_fd_, SHUT_WR);
+    if (before & kLocalTxOnTcp) sys::shutdown(lifecycle_.tcp_fd(), SHUT_WR);
     channel_.tx()->flags.fetch_or(kProducerClosed, std::memory_order_seq_cst);
     channel_.tx()->reader_wake.fetch_or(kReaderPending, std::memory_order_seq_cst);
     if (IsClaimed()) {
@@ -229,7 +187,7 @@ int ShmTransport::ReadableBytes() {
 
 bool ShmTransport::DropStaleWakeup() {
   // The wake-up that announced a move to TCP is stale unless TCP has data.
-  if (PeerMovedToTcp()) FollowPeerToTcp();
+  if (PeerMovedToTcp()) lifecycle_.FollowPeerToTcp();
   if (Transport* next = MovedTo()) return next->DropStaleWakeup();
   if (!IsClaimed()) return false;
   SideLock lock(&channel_.side()->recv_lock);
@@ -296,6 +254,29 @@ bool ShmTransport::HoldForUserSpacePoll() {
 void ShmTransport::BeforeExec() { channel_.BeforeExec(); }
 
 void ShmTransport::AfterFailedExec() { channel_.AfterFailedExec(); }
+
+namespace {
+
+// The sooner of two look times, 0 standing for none.
+int64_t Sooner(int64_t a, int64_t b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return std::min(a, b);
+}
+
+}  // namespace
+
+int64_t ShmTransport::OnDeadline() {
+  return Sooner(channel_.ReleaseHeldIfDue(), lifecycle_.NextLookAfterDeadline());
+}
+
+void ShmTransport::MoveUserFd(int fd) {
+  if (Transport* next = MovedTo()) {
+    next->MoveUserFd(fd);
+    return;
+  }
+  set_user_fd(fd);
+}
 
 void ShmTransport::BeforeFork() {
   // Held bytes go first: the child's sends must not overtake them, and

@@ -48,8 +48,8 @@ struct SideState {
   uint64_t tail;              // our consumer index into the rx ring
   std::atomic<uint32_t> holders;     // processes holding this connection
   // Threads busy-polling the rx ring, plus kSpinnersPollerHold while a
-  // user-space poller holds the connection (ShmTransport::
-  // HoldForUserSpacePoll).  Non-zero: the consumer is not armed.
+  // user-space poller holds the connection (ShmChannel::
+  // TakePollerHold).  Non-zero: the consumer is not armed.
   std::atomic<uint32_t> spinners;
   std::atomic<uint32_t> local_flags;
   std::atomic<int32_t> pending_error;  // for SO_ERROR
@@ -67,7 +67,7 @@ struct SideState {
   uint64_t trimmed_head;
   // Threads (of any process holding this side) asleep in the kernel inside
   // a blocking receive: while there are any, no user-space poller may hold
-  // the connection (ShmTransport::HoldForUserSpacePoll).
+  // the connection (ShmChannel::TakePollerHold).
   std::atomic<uint32_t> kernel_sleepers;
   // SO_RCVLOWAT: the receive ring is readable (poll, epoll, select) only
   // with more than this many bytes in it, or at end of stream or an error.
