@@ -19,9 +19,7 @@
 #include <climits>
 
 #include "base/real_libc.h"
-#include "fifo_bridge/claim_progress.h"
 #include "fifo_bridge/shm_provider.h"
-#include "vsocket/config.h"
 #include "vsocket/log.h"
 
 namespace vsocket::fifo {
