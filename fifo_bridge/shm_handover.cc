@@ -155,7 +155,7 @@ std::unique_ptr<ShmTransport> ShmTransport::AdoptInherited(
 
   std::unique_ptr<ShmTransport> t =
       Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
-               tcp_fd, /*claim_deadline_ns=*/0, /*claimed=*/true);
+               tcp_fd, /*offer_made_ns=*/0, /*claimed=*/true);
   t->lifecycle_.WatchAdopted();
   // No thread of this image spins yet; a dead thread's count may linger, so
   // ask for wake-ups regardless.  Then the AfterClaim() sequence: a pending

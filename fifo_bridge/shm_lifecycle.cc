@@ -16,11 +16,15 @@
 namespace vsocket::fifo {
 
 ShmLifecycle::ShmLifecycle(ShmTransport& transport, ShmChannel& channel,
-                           int tcp_fd, int64_t claim_deadline_ns)
-    : transport_(transport), channel_(channel), tcp_fd_(tcp_fd) {
+                           int tcp_fd, int64_t offer_made_ns)
+    : transport_(transport), channel_(channel), tcp_fd_(tcp_fd),
+      offer_made_ns_(offer_made_ns) {
   channel_.set_events(this);
-  claim_deadline_ns_.store(claim_deadline_ns, std::memory_order_relaxed);
-  offer_made_ns_ = claim_deadline_ns - int64_t{GetConfig().claim_timeout_ms} * 1000000;
+  if (offer_made_ns != 0) {
+    claim_deadline_ns_.store(
+        offer_made_ns + int64_t{GetConfig().claim_timeout_ms} * 1000000,
+        std::memory_order_relaxed);
+  }
 }
 
 void ShmLifecycle::StartWatching() {

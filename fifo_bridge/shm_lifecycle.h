@@ -39,11 +39,13 @@ class ShmTransport;
 class ShmLifecycle final : private ShmChannelEvents {
  public:
   // `tcp_fd` is the liveness connection (owned from now on); a client's
-  // unclaimed offer has `claim_deadline_ns` for its deadline.  Becomes the
+  // unclaimed offer was made at `offer_made_ns` (0: not a client's offer)
+  // and must be claimed within VSOCKET_CLAIM_TIMEOUT_MS of it, a deadline
+  // the listener's progress may move (ClaimDeadlinePassed).  Becomes the
   // channel's events sink.  REQUIRES: `transport` and `channel` outlive
   // this object.
   ShmLifecycle(ShmTransport& transport, ShmChannel& channel, int tcp_fd,
-               int64_t claim_deadline_ns);
+               int64_t offer_made_ns);
   ShmLifecycle(const ShmLifecycle&) = delete;
   ShmLifecycle& operator=(const ShmLifecycle&) = delete;
 

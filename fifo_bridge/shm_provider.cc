@@ -49,7 +49,8 @@ class ShmPendingConnection final : public PendingConnection {
         doorbell_(std::move(doorbell)),
         descriptors_(std::move(descriptors)),
         hand_out_(std::move(hand_out)),
-        listener_pid_(listener_pid) {}
+        listener_pid_(listener_pid),
+        offer_made_ns_(MonotonicNs()) {}
   // A withdrawn offer: the server's claim finds no segment (TCP).
   ~ShmPendingConnection() override {
     if (segment_) segment_->Unlink();
@@ -65,12 +66,10 @@ class ShmPendingConnection final : public PendingConnection {
       if (errno == EMFILE || errno == ENFILE) *reason = FallbackReason::kFdLimit;
       return nullptr;
     }
-    int64_t deadline =
-        MonotonicNs() + int64_t{GetConfig().claim_timeout_ms} * 1000000;
     int wait_fd = doorbell_->wait_fd();
     auto transport = ShmTransport::Create(
         ShmTransport::Role::kClient, std::move(segment_), std::move(doorbell_),
-        liveness_fd, deadline);
+        liveness_fd, offer_made_ns_);
     if (!transport) {
       if (errno == EMFILE || errno == ENFILE) *reason = FallbackReason::kFdLimit;
       sys::close(liveness_fd);
@@ -98,6 +97,7 @@ class ShmPendingConnection final : public PendingConnection {
   DescriptorReservation descriptors_;
   std::unique_ptr<OfferHandOut> hand_out_;  // sealed offers only
   pid_t listener_pid_;
+  int64_t offer_made_ns_;  // MonotonicNs when the offer was made
 };
 
 // How long accept() waits for a client's watcher thread to hand its sealed

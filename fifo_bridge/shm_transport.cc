@@ -35,7 +35,7 @@ static_assert(sizeof(SegmentHeader) <= kClientSideStateSlot &&
 
 std::unique_ptr<ShmTransport> ShmTransport::Create(
     Role role, std::unique_ptr<ShmSegment> segment,
-    std::unique_ptr<Doorbell> doorbell, int tcp_fd, int64_t claim_deadline_ns) {
+    std::unique_ptr<Doorbell> doorbell, int tcp_fd, int64_t offer_made_ns) {
   bool client = role == Role::kClient;
   int side_fd = -1;
   SideState* side = segment->sealed()
@@ -44,7 +44,7 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
   if (!side) return nullptr;
   std::unique_ptr<ShmTransport> t =
       Assemble(role, std::move(segment), std::move(doorbell), side, side_fd,
-               tcp_fd, claim_deadline_ns, /*claimed=*/!client);
+               tcp_fd, offer_made_ns, /*claimed=*/!client);
   if (!client) t->lifecycle_.WatchPeerWakes();
   return t;
 }
@@ -52,18 +52,18 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(
 ShmTransport::ShmTransport(Role role, std::unique_ptr<ShmSegment> segment,
                            std::unique_ptr<Doorbell> doorbell, SideState* side,
                            int side_fd, bool claimed, int tcp_fd,
-                           int64_t claim_deadline_ns)
+                           int64_t offer_made_ns)
     : channel_(role, std::move(segment), std::move(doorbell), side, side_fd,
                /*attached=*/claimed),
-      lifecycle_(*this, channel_, tcp_fd, claim_deadline_ns) {}
+      lifecycle_(*this, channel_, tcp_fd, offer_made_ns) {}
 
 std::unique_ptr<ShmTransport> ShmTransport::Assemble(
     Role role, std::unique_ptr<ShmSegment> segment,
     std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
-    int tcp_fd, int64_t claim_deadline_ns, bool claimed) {
+    int tcp_fd, int64_t offer_made_ns, bool claimed) {
   return std::unique_ptr<ShmTransport>(
       new ShmTransport(role, std::move(segment), std::move(doorbell), side,
-                       side_fd, claimed, tcp_fd, claim_deadline_ns));
+                       side_fd, claimed, tcp_fd, offer_made_ns));
 }
 
 ShmTransport::~ShmTransport() { lifecycle_.UnwatchPeerWakes(); }

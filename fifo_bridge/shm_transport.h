@@ -52,14 +52,16 @@ class ShmTransport final : public Transport,
   using Role = ShmRole;
 
   // Takes ownership of everything.  `tcp_fd` is the liveness connection (not
-  // the user's descriptor).  For a client, the offer is still unclaimed.
+  // the user's descriptor).  For a client, the offer is still unclaimed and
+  // `offer_made_ns` (MonotonicNs) is when it was made: its claim deadline is
+  // VSOCKET_CLAIM_TIMEOUT_MS later.  A server passes 0.
   // Returns nullptr with errno on failure (nothing is released then).
   // A server's transport is watched (peer wakes) from here on; a client's
   // only after StartWatching().
   static std::unique_ptr<ShmTransport> Create(
       Role role, std::unique_ptr<ShmSegment> segment,
       std::unique_ptr<Doorbell> doorbell, int tcp_fd,
-      int64_t claim_deadline_ns);
+      int64_t offer_made_ns);
   // Client: hands the transport to the liveness watcher (TCP liveness, the
   // claim deadline, peer wakes).  REQUIRES: set_user_fd() was called: the
   // watcher may revoke the offer at once and put the TCP socket on the
@@ -215,14 +217,14 @@ class ShmTransport final : public Transport,
 
   ShmTransport(Role role, std::unique_ptr<ShmSegment> segment,
                std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
-               bool claimed, int tcp_fd, int64_t claim_deadline_ns);
+               bool claimed, int tcp_fd, int64_t offer_made_ns);
   // The object for one side over `segment`, with the given side state and
   // descriptors (all owned from now on); watches nothing yet.  Shared by
   // Create() and AdoptInherited().
   static std::unique_ptr<ShmTransport> Assemble(
       Role role, std::unique_ptr<ShmSegment> segment,
       std::unique_ptr<Doorbell> doorbell, SideState* side, int side_fd,
-      int tcp_fd, int64_t claim_deadline_ns, bool claimed);
+      int tcp_fd, int64_t offer_made_ns, bool claimed);
 
   // What the lifecycle left in shared memory, read straight from the
   // channel (the data path asks on every call).
