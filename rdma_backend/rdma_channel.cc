@@ -30,8 +30,56 @@ UserRegion::~UserRegion() {
 
 RdmaChannel::~RdmaChannel() { Close(); }
 
-int RdmaChannel::completion_fd() const { return cc_ ? cc_->fd : -1; }
-int RdmaChannel::cm_fd() const { return ec_ ? ec_->fd : -1; }
+int RdmaChannel::completion_fd() const {
+  if (link_) return link_->completion_fd();
+  return cc_ ? cc_->fd : -1;
+}
+int RdmaChannel::cm_fd() const {
+  if (link_) return link_->cm_fd();
+  return ec_ ? ec_->fd : -1;
+}
+
+void RdmaChannel::InitReceiveRing(uint64_t capacity) {
+  rx_cap_ = capacity;
+  rx_ctl_ = std::make_unique<fifo::RingControl>();
+  rx_ctl_->head.store(0);
+  rx_ctl_->tail.store(0);
+  rx_ctl_->reader_wake.store(0);
+  rx_ctl_->writer_wake.store(0);
+  rx_ctl_->flags.store(0);
+  consumer_.emplace(rx_ctl_.get(), rx_block_.addr, rx_cap_, &rx_tail_);
+}
+
+void RdmaChannel::InitSendRing(uint64_t peer_ring_addr, uint32_t peer_rkey,
+                               uint64_t capacity) {
+  tx_cap_ = capacity;
+  peer_ring_addr_ = peer_ring_addr;
+  peer_rkey_ = peer_rkey;
+  tx_ctl_.head.store(0);
+  tx_ctl_.tail.store(0);
+  producer_.emplace(&tx_ctl_, tx_block_.addr, tx_cap_, &tx_head_);
+}
+
+std::unique_ptr<RdmaChannel> RdmaChannel::OnLink(
+    std::shared_ptr<RdmaLink> link, const LinkConnection& conn,
+    MemoryPool* pool, const ChannelOptions& options) {
+  std::unique_ptr<RdmaChannel> ch(new RdmaChannel());
+  ch->opt_ = options;
+  if (ch->opt_.signal_every == 0) ch->opt_.signal_every = 16;
+  ch->link_ = std::move(link);
+  ch->link_conn_ = conn;
+  ch->pool_ = pool;
+  // The slices belong to the link's slabs (no MR of their own): the link
+  // frees them once both ends sent their last message.
+  ch->rx_block_ = {conn.rx.addr, conn.rx.size, conn.rx.lkey, conn.rx.rkey,
+                   ArenaKind::kRing, nullptr};
+  ch->tx_block_ = {conn.tx.addr, conn.tx.size, conn.tx.lkey, 0,
+                   ArenaKind::kBounce, nullptr};
+  ch->InitReceiveRing(conn.rx.size);
+  ch->InitSendRing(conn.peer_ring_addr, conn.peer_rkey, conn.peer_capacity);
+  ch->connected_ = true;
+  return ch;
+}
 
 size_t RdmaChannel::registered_bytes() const {
   return rx_block_.size + tx_block_.size + user_registered_;
@@ -48,6 +96,7 @@ int RdmaChannel::FailCall() {
 }
 
 int RdmaChannel::PostRecvs(uint32_t count) {
+  if (link_) return 0;  // the link keeps its receives posted
   // Receives carry no scatter list: RDMA WRITE WITH IMM places the payload
   // by remote address and only consumes the WR for its immediate.
   struct ibv_recv_wr wrs[32];
@@ -69,6 +118,42 @@ int RdmaChannel::PostRecvs(uint32_t count) {
     count -= n;
   }
   return 0;
+}
+
+void RdmaChannel::ApplyImm(uint32_t type, uint32_t value) {
+  switch (type) {
+    case kImmData: {
+      // Valid only if it fits the free space the peer was allowed to use.
+      if (value == 0 || peer_fin_ || rx_head_ - rx_tail_ + value > rx_cap_) {
+        SetReset(ECONNRESET);
+        return;
+      }
+      rx_head_ += value;
+      rx_ctl_->head.store(rx_head_, std::memory_order_release);
+      break;
+    }
+    case kImmCredit: {
+      if (value == 0 || tx_tail_ + value > tx_head_) {
+        SetReset(ECONNRESET);
+        return;
+      }
+      tx_tail_ += value;
+      tx_ctl_.tail.store(tx_tail_, std::memory_order_release);
+      break;
+    }
+    case kImmControl:
+      if (value == kCtlFin) {
+        peer_fin_ = true;
+      } else if (value == kCtlClose) {
+        peer_fin_ = true;
+        peer_closed_ = true;
+      } else if (value != kCtlNop) {
+        SetReset(ECONNRESET);  // RESET (links), or a value we never send
+      }
+      break;
+    default:
+      SetReset(ECONNRESET);
+  }
 }
 
 void RdmaChannel::HandleCompletion(const ibv_wc& wc) {
@@ -96,41 +181,7 @@ void RdmaChannel::HandleCompletion(const ibv_wc& wc) {
       return;
     }
     uint32_t imm = ntohl(wc.imm_data);
-    uint32_t value = imm & kImmValueMask;
-    switch (imm & kImmTypeMask) {
-      case kImmData: {
-        // Valid only if it fits the free space the peer was allowed to use.
-        if (value == 0 || peer_fin_ ||
-            rx_head_ - rx_tail_ + value > rx_cap_) {
-          SetReset(ECONNRESET);
-          return;
-        }
-        rx_head_ += value;
-        rx_ctl_->head.store(rx_head_, std::memory_order_release);
-        break;
-      }
-      case kImmCredit: {
-        if (value == 0 || tx_tail_ + value > tx_head_) {
-          SetReset(ECONNRESET);
-          return;
-        }
-        tx_tail_ += value;
-        tx_ctl_.tail.store(tx_tail_, std::memory_order_release);
-        break;
-      }
-      case kImmControl:
-        if (value == kCtlFin) {
-          peer_fin_ = true;
-        } else if (value == kCtlClose) {
-          peer_fin_ = true;
-          peer_closed_ = true;
-        } else if (value != kCtlNop) {
-          SetReset(ECONNRESET);
-        }
-        break;
-      default:
-        SetReset(ECONNRESET);
-    }
+    ApplyImm(imm & kImmTypeMask, imm & kImmValueMask);
     return;
   }
   // A signalled send completion covers every earlier WR (RC completes the
@@ -141,6 +192,13 @@ void RdmaChannel::HandleCompletion(const ibv_wc& wc) {
 }
 
 void RdmaChannel::HandleCmEvents() {
+  if (link_) {
+    // A dead link files a RESET for every slot; the next Progress() applies
+    // it (taking the inbox here would hide events from a caller that waits
+    // for Progress() to report them).
+    link_->PollCm();
+    return;
+  }
   struct rdma_cm_event* ev = nullptr;
   while (rdma_get_cm_event(ec_, &ev) == 0) {
     enum rdma_cm_event_type type = ev->event;
@@ -169,8 +227,25 @@ void RdmaChannel::HandleCmEvents() {
   }
 }
 
+int RdmaChannel::ProgressOnLink() {
+  if (closed_) return 0;
+  link_->Poll();
+  link_events_.clear();
+  link_->TakeEvents(link_conn_, &link_events_);
+  for (const SlotEvent& e : link_events_) {
+    if (e.type == kSlotSendDone) {
+      sig_done_ += e.value;  // signalled posts completed
+    } else {
+      ApplyImm(e.type, e.value);
+    }
+  }
+  if (corked_bytes() > 0 && !MayCork()) FlushCorked(kNoSlotWait);
+  return static_cast<int>(link_events_.size());
+}
+
 int RdmaChannel::Progress() {
   if (closed_) return 0;
+  if (link_) return ProgressOnLink();
   int handled = 0;
   struct ibv_wc wcs[32];
   for (;;) {
@@ -201,6 +276,10 @@ bool RdmaChannel::PrepareToSleep() {
   last_call_was_send_ = false;
   // Nobody may sleep while bytes it sent wait unposted.
   FlushCorked(kNoSlotWait);
+  if (link_) {
+    link_->Arm();
+    return Progress() == 0 && error_ == 0;
+  }
   // Consume completion events that fired since the last arm (an external
   // loop woke up on completion_fd() and does not read it itself); each one
   // means the CQ must be armed again, and leaving it unread would keep the
@@ -247,6 +326,16 @@ int RdmaChannel::WaitForProgress(int64_t deadline_ns) {
   HandleCmEvents();
   if (error_ != 0 || closed_) return FailCall();
 
+  while (link_) {
+    if (!PrepareToSleep()) return error_ != 0 ? FailCall() : 0;
+    if (deadline_ns >= 0 && MonotonicNs() >= deadline_ns) {
+      errno = EAGAIN;
+      return -1;
+    }
+    link_->Wait(deadline_ns);  // at most 1 ms: other connections may take events
+    if (Progress() > 0) return error_ != 0 ? FailCall() : 0;
+    if (error_ != 0) return FailCall();
+  }
   for (;;) {
     if (!PrepareToSleep()) return error_ != 0 ? FailCall() : 0;
     int timeout_ms = -1;
@@ -279,6 +368,7 @@ int RdmaChannel::WaitForProgress(int64_t deadline_ns) {
 }
 
 int RdmaChannel::ReserveSendSlots(uint32_t wrs, int64_t deadline_ns) {
+  if (link_) return 0;  // the link reserves room on its QP
   while (sq_inflight_ + wrs > opt_.send_queue_depth) {
     if (WaitForProgress(deadline_ns) != 0) return -1;
   }
@@ -292,6 +382,27 @@ int RdmaChannel::PostImmOnly(uint32_t imm, bool force_signal,
   if ((imm & kImmTypeMask) == kImmControl && ReleaseHeld(deadline_ns) != 0)
     return -1;
   if (ReserveSendSlots(1, deadline_ns) != 0) return -1;
+  if (link_) {
+    // A credit may exceed one immediate's count: split it.
+    uint32_t type = imm & kImmTypeMask;
+    uint32_t value = imm & kImmValueMask;
+    do {
+      uint32_t v = type == kImmControl ? value : std::min(value, link::kMaxImmCount);
+      value -= v;
+      ++unsignalled_;
+      bool signal = value == 0 && (force_signal || unsignalled_ >= opt_.signal_every);
+      if (signal) {
+        unsignalled_ = 0;
+        ++sig_posted_;
+      }
+      if (link_->PostToPeer(link_conn_, nullptr, 0, 0, 0, type, v, signal) != 0) {
+        SetReset(ECONNRESET);
+        errno = ECONNRESET;
+        return -1;
+      }
+    } while (value > 0);
+    return 0;
+  }
   struct ibv_send_wr wr = {};
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.imm_data = htonl(imm);
@@ -318,10 +429,48 @@ int RdmaChannel::PostImmOnly(uint32_t imm, bool force_signal,
   return 0;
 }
 
+int RdmaChannel::PostStreamOnLink(const uint8_t* src, uint32_t lkey,
+                                  bool src_is_mirror, uint64_t index,
+                                  uint64_t len, bool signal) {
+  uint64_t mask = tx_cap_ - 1;
+  // The mirror wraps with the ring: its base is `src` less the offset.
+  const uint8_t* mirror = src_is_mirror ? src - (index & mask) : nullptr;
+  for (uint64_t done = 0; done < len;) {
+    uint64_t n = std::min<uint64_t>(len - done, link::kMaxImmCount);
+    uint64_t pos = (index + done) & mask;
+    uint64_t first = std::min(n, tx_cap_ - pos);
+    const uint8_t* p0 = src_is_mirror ? mirror + pos : src + done;
+    const uint8_t* p1 = src_is_mirror ? mirror : src + done + first;
+    ibv_sge sges[2] = {
+        {reinterpret_cast<uintptr_t>(p0), static_cast<uint32_t>(first), lkey},
+        {reinterpret_cast<uintptr_t>(p1), static_cast<uint32_t>(n - first), lkey}};
+    uint64_t offsets[2] = {pos, 0};
+    int pieces = first < n ? 2 : 1;
+    unsignalled_ += static_cast<uint32_t>(pieces);
+    bool last = done + n == len;
+    bool sig = last && (signal || unsignalled_ >= opt_.signal_every);
+    if (sig) {
+      unsignalled_ = 0;
+      ++sig_posted_;
+    }
+    if (link_->PostToPeer(link_conn_, sges, offsets, pieces, kImmData,
+                          static_cast<uint32_t>(n), sig) != 0) {
+      SetReset(ECONNRESET);
+      errno = ECONNRESET;
+      return -1;
+    }
+    done += n;
+  }
+  return 0;
+}
+
 int RdmaChannel::PostStreamWrite(const uint8_t* src, uint32_t lkey,
                                  bool src_is_mirror, uint64_t index,
                                  uint64_t len, bool force_signal,
                                  int64_t deadline_ns) {
+  if (link_) {
+    return PostStreamOnLink(src, lkey, src_is_mirror, index, len, force_signal);
+  }
   uint64_t mask = tx_cap_ - 1;
   uint64_t pos = index & mask;
   uint64_t first = std::min(len, tx_cap_ - pos);
@@ -744,6 +893,10 @@ void RdmaChannel::ArmForEvents() {
 
 void RdmaChannel::ConsumeEvents() {
   if (closed_) return;
+  if (link_) {
+    Progress();
+    return;
+  }
   struct ibv_cq* ev_cq = nullptr;
   void* ev_ctx = nullptr;
   while (cq_armed_ && ibv_get_cq_event(cc_, &ev_cq, &ev_ctx) == 0) {
@@ -808,6 +961,10 @@ void RdmaChannel::Close() {
   if (closed_) return;
   int64_t drain_deadline = MonotonicNs() + opt_.close_drain_timeout_ns;
   call_spin_ns_ = opt_.spin_ns;
+  if (link_) {
+    CloseOnLink(drain_deadline);
+    return;
+  }
   if (ec_ != nullptr && connected_) HandleCmEvents();
   if (qp_ != nullptr && connected_ && error_ == 0 && !peer_closed_) {
     // Tell the peer, then wait until our writes (and the CLOSE) completed so
@@ -864,6 +1021,32 @@ void RdmaChannel::Close() {
   }
   consumer_.reset();
   producer_.reset();
+}
+
+void RdmaChannel::CloseOnLink(int64_t drain_deadline) {
+  if (connected_ && error_ == 0 && !peer_closed_) {
+    // Stream order: what is held or corked leaves first; then a signalled
+    // marker, and the wait for it, so that everything sent reached the
+    // peer before the slot's last message (and before the link could be
+    // torn down with our writes in flight).
+    if (PostImmOnly(kImmControl | kCtlNop, true, drain_deadline) == 0) {
+      uint64_t target = sig_posted_;
+      while (error_ == 0 && sig_done_ < target) {
+        if (WaitForProgress(drain_deadline) != 0) break;
+      }
+    }
+  }
+  // The last message for the slot: CLOSE, or RESET after a reset or an
+  // Abort() (the peer then reports ECONNRESET, as after TCP's RST).
+  link_->CloseConnection(link_conn_, /*reset=*/error_ != 0);
+  connected_ = false;
+  closed_ = true;
+  fin_sent_ = true;
+  consumer_.reset();
+  producer_.reset();
+  rx_block_ = {};
+  tx_block_ = {};
+  link_.reset();
 }
 
 }  // namespace vsocket::rdma

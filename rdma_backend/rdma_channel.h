@@ -59,6 +59,16 @@
 // or a corrupt index/immediate from the peer puts the channel in the reset
 // state: every later call fails with ECONNRESET.
 //
+// Over a link (OnLink(); rdma_backend/README.md "Links"): the same data
+// path, but the QP, CQ and memory are the link's: writes and immediates go
+// through RdmaLink::PostToPeer with this connection's slot in the
+// immediate (byte counts above link::kMaxImmCount are split), the link
+// files what arrives in the slot's inbox and Progress() applies it with the
+// same checks, waits use the link's Wait(), and Close() ends with the
+// slot's last message (RdmaLink::CloseConnection) instead of a disconnect.
+// completion_fd() and cm_fd() are then the link's, shared by all of its
+// connections.
+//
 // Threading: thread-compatible.  One thread at a time may call into a channel
 // (callers serialise: RdmaTransport holds its Core::mu around every call).
 // Ownership: the channel owns its cm_id, event channel, completion channel,
@@ -76,10 +86,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fifo_bridge/ring_layout.h"
 #include "fifo_bridge/spsc_ring.h"
 #include "rdma_backend/memory_pool.h"
+#include "rdma_backend/rdma_link.h"
 #include "rdma_backend/wire_format.h"
 
 namespace vsocket::rdma {
@@ -152,6 +164,13 @@ class UserRegion {
 
 class RdmaChannel {
  public:
+  // A channel for the paired connection `conn` of `link` (Open() or
+  // AcceptOpen() made it).  `pool`: the device's pool (zero copy).
+  // REQUIRES: `conn` is open on `link` and used by nothing else.
+  static std::unique_ptr<RdmaChannel> OnLink(std::shared_ptr<RdmaLink> link,
+                                             const LinkConnection& conn,
+                                             MemoryPool* pool,
+                                             const ChannelOptions& options);
   ~RdmaChannel();  // Close()
   RdmaChannel(const RdmaChannel&) = delete;
   RdmaChannel& operator=(const RdmaChannel&) = delete;
@@ -329,6 +348,22 @@ class RdmaChannel {
   // Returns the number of events handled.
   int Progress();
   void HandleCompletion(const ibv_wc& wc);
+  // The rings' bookkeeping once rx_block_ (receive) or tx_block_ (mirror)
+  // is in place: capacity, control block, consumer / producer.
+  void InitReceiveRing(uint64_t capacity);
+  void InitSendRing(uint64_t peer_ring_addr, uint32_t peer_rkey,
+                    uint64_t capacity);
+  // Applies one validated-as-to-type immediate from the peer (type, value:
+  // wire_format.h), checking counts against the rings; a bad one resets.
+  void ApplyImm(uint32_t type, uint32_t value);
+  // Link only: Progress()'s work (the link's inbox for this slot).
+  int ProgressOnLink();
+  // Link only: posts [index, index + len) of the stream from `src` as
+  // WRITE WITH IMMs of at most link::kMaxImmCount bytes each.
+  int PostStreamOnLink(const uint8_t* src, uint32_t lkey, bool src_is_mirror,
+                       uint64_t index, uint64_t len, bool signal);
+  // Link only: Close()'s work: drain, then the slot's last message.
+  void CloseOnLink(int64_t drain_deadline);
   void HandleCmEvents();
   void BeginCall(const WaitOptions& wait) {
     call_spin_ns_ = wait.spin_ns < 0
@@ -377,6 +412,12 @@ class RdmaChannel {
   // As TCP after an RST: bytes that arrived before the reset stay readable
   // (their immediates were validated); reads fail once they are gone.
   bool ResetAndDrained() const { return error_ != 0 && BufferedBytes() == 0; }
+
+  // Over a link: the link (shared with its other connections) and this
+  // connection's slot, slices and the peer's ring.  Null otherwise.
+  std::shared_ptr<RdmaLink> link_;
+  LinkConnection link_conn_;
+  std::vector<SlotEvent> link_events_;  // scratch for Progress()
 
   // Verbs / CM objects (owned).
   rdma_event_channel* ec_ = nullptr;

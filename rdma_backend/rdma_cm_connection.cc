@@ -1,6 +1,7 @@
 #include "rdma_backend/rdma_cm_connection.h"
 
 #include "base/real_libc.h"
+#include "rdma_backend/cm_events.h"
 #include "vsocket/wait.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -19,17 +20,25 @@ namespace {
 using ::vsocket::DeadlineAfter;
 using ::vsocket::MonotonicNs;
 
-bool SetNonBlocking(int fd) {
-  int flags = fcntl(fd, F_GETFL);
-  return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
-}
-
-// Sets errno = err and *error = what + strerror, returns nullptr-compatible
-// false.
-bool Fail(std::string* error, int err, const std::string& what) {
-  *error = what + ": " + std::strerror(err);
-  errno = err;
-  return false;
+// A client id on its own event channel with the address and route to
+// `server` resolved, both bounded by `timeout_ns`.  Returns false with errno
+// and *error, having destroyed what it made.
+bool ResolveClientId(const struct sockaddr_in& server, int64_t timeout_ns,
+                     rdma_event_channel** ec_out, rdma_cm_id** id_out,
+                     std::string* error) {
+  rdma_event_channel* ec = rdma_create_event_channel();
+  if (ec == nullptr) {
+    return CmFail(error, errno ? errno : ENODEV, "rdma_create_event_channel");
+  }
+  CmSetNonBlocking(ec->fd);
+  if (!ResolveCmIdOn(ec, server, timeout_ns, id_out, error)) {
+    int e = errno;
+    rdma_destroy_event_channel(ec);
+    errno = e;
+    return false;
+  }
+  *ec_out = ec;
+  return true;
 }
 
 }  // namespace
@@ -38,29 +47,6 @@ bool Fail(std::string* error, int err, const std::string& what) {
 // RdmaChannel; not part of the public interface).
 class ChannelBuilder {
  public:
-  // Waits for the next CM event on `ec` until `deadline_ns`.  On success
-  // *out holds the event, which the caller must ack.  Returns false with
-  // errno EAGAIN/ETIMEDOUT on timeout.
-  static bool NextEvent(rdma_event_channel* ec, int64_t deadline_ns,
-                        rdma_cm_event** out, std::string* error) {
-    for (;;) {
-      if (rdma_get_cm_event(ec, out) == 0) return true;
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return Fail(error, errno, "rdma_get_cm_event");
-      }
-      int timeout_ms = -1;
-      if (deadline_ns >= 0) {
-        int64_t left = deadline_ns - MonotonicNs();
-        if (left <= 0) return Fail(error, ETIMEDOUT, "waiting for RDMA CM");
-        timeout_ms = static_cast<int>(left / 1'000'000) + 1;
-      }
-      struct pollfd pfd = {ec->fd, POLLIN, 0};
-      if (sys::poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR) {
-        return Fail(error, errno, "poll(rdma_cm fd)");
-      }
-    }
-  }
-
   // Server: rejects a connection request our side refused with `err`.  A
   // memory shortage (ENOMEM, EPERM from a registration) is a decline with
   // the cause (wire_format.h), so the client reports it truthfully.
@@ -72,68 +58,6 @@ class ChannelBuilder {
     uint8_t decline[kHelloBytes];
     EncodeDecline(0, DeclineCause::kMemoryLimit, decline);
     rdma_reject(id, decline, kHelloBytes);
-  }
-
-  // Waits for an event of type `want`; other types are failures mapped to
-  // errno (a rejection carrying the server's decline: ENOBUFS for its
-  // memory limit, EREMOTEIO for a cause this version does not know).  On
-  // success *out must be acked by the caller.
-  static bool Expect(rdma_event_channel* ec, rdma_cm_event_type want,
-                     int64_t deadline_ns, rdma_cm_event** out,
-                     std::string* error) {
-    if (!NextEvent(ec, deadline_ns, out, error)) return false;
-    rdma_cm_event* ev = *out;
-    if (ev->event == want) return true;
-    int err = EPROTO;
-    switch (ev->event) {
-      case RDMA_CM_EVENT_REJECTED: {
-        uint16_t port;
-        uint8_t cause;
-        err = ECONNREFUSED;
-        if (DecodeDecline(ev->param.conn.private_data,
-                          ev->param.conn.private_data_len, &port, &cause)) {
-          err = cause == static_cast<uint8_t>(DeclineCause::kMemoryLimit)
-                    ? ENOBUFS
-                    : EREMOTEIO;
-        }
-        break;
-      }
-      case RDMA_CM_EVENT_CONNECT_ERROR:
-        err = ECONNREFUSED;
-        break;
-      case RDMA_CM_EVENT_UNREACHABLE:
-        err = ETIMEDOUT;
-        break;
-      case RDMA_CM_EVENT_ADDR_ERROR:
-      case RDMA_CM_EVENT_ROUTE_ERROR:
-        err = EHOSTUNREACH;
-        break;
-      case RDMA_CM_EVENT_DISCONNECTED:
-        err = ECONNRESET;
-        break;
-      default:
-        break;
-    }
-    std::string what = std::string("expected ") + rdma_event_str(want) +
-                       ", got " + rdma_event_str(ev->event) + " (status " +
-                       std::to_string(ev->status) + ")";
-    rdma_ack_cm_event(ev);
-    *out = nullptr;
-    return Fail(error, err, what);
-  }
-
-  static bool CheckDevice(rdma_cm_id* id, std::string* error) {
-    if (id->verbs == nullptr) {
-      return Fail(error, ENODEV, "RDMA CM id has no device");
-    }
-    if (id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
-      return Fail(error, EPROTONOSUPPORT,
-                  std::string("device ") +
-                      ibv_get_device_name(id->verbs->device) +
-                      " is iWARP, which has no RDMA WRITE WITH IMMEDIATE; "
-                      "the vsocket RDMA backend needs InfiniBand or RoCE");
-    }
-    return true;
   }
 
   // Creates the channel around `id` (and its own event channel `ec`):
@@ -166,42 +90,29 @@ class ChannelBuilder {
     }
     if (!fifo::IsValidCapacity(opt.ring_capacity) ||
         opt.ring_capacity > kMaxRingCapacity) {
-      Fail(error, EINVAL, "ring_capacity must be a power of two in [4 KiB, " +
+      CmFail(error, EINVAL, "ring_capacity must be a power of two in [4 KiB, " +
                               std::to_string(kMaxRingCapacity >> 20) + " MiB]");
       return false;
     }
-    if (!CheckDevice(id, error)) return false;
+    if (!CheckCmDevice(id, error)) return false;
     ch->pool_ = MemoryPool::ForDevice(id->verbs, error);
     if (ch->pool_ == nullptr) return false;
 
     ch->cc_ = ibv_create_comp_channel(id->verbs);
-    if (ch->cc_ == nullptr || !SetNonBlocking(ch->cc_->fd)) {
-      Fail(error, errno ? errno : ENOMEM, "ibv_create_comp_channel");
+    if (ch->cc_ == nullptr || !CmSetNonBlocking(ch->cc_->fd)) {
+      CmFail(error, errno ? errno : ENOMEM, "ibv_create_comp_channel");
       return false;
     }
     int cqe = static_cast<int>(opt.send_queue_depth + opt.recv_queue_depth);
     ch->cq_ = ibv_create_cq(id->verbs, cqe, nullptr, ch->cc_, 0);
     if (ch->cq_ == nullptr) {
-      Fail(error, errno ? errno : ENOMEM, "ibv_create_cq");
+      CmFail(error, errno ? errno : ENOMEM, "ibv_create_cq");
       return false;
     }
-    struct ibv_qp_init_attr attr = {};
-    attr.send_cq = ch->cq_;
-    attr.recv_cq = ch->cq_;
-    attr.qp_type = IBV_QPT_RC;
-    attr.sq_sig_all = 0;
-    attr.cap.max_send_wr = opt.send_queue_depth;
-    attr.cap.max_recv_wr = opt.recv_queue_depth;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = opt.inline_wanted;
-    if (rdma_create_qp(id, ch->pool_->pd(), &attr) != 0) {
-      // Some devices cap inline data lower: retry without inline.
-      attr.cap.max_inline_data = 0;
-      if (rdma_create_qp(id, ch->pool_->pd(), &attr) != 0) {
-        Fail(error, errno, "rdma_create_qp");
-        return false;
-      }
+    struct ibv_qp_init_attr attr;
+    if (!CreateRcQp(id, ch->pool_->pd(), ch->cq_, opt.send_queue_depth,
+                    opt.recv_queue_depth, opt.inline_wanted, &attr, error)) {
+      return false;
     }
     ch->qp_ = id->qp;
     ch->max_inline_ = attr.cap.max_inline_data;  // what the device granted
@@ -212,21 +123,13 @@ class ChannelBuilder {
     // (its own MR); the control block stays out of the peer's reach.
     ch->rx_block_ = ch->pool_->Allocate(ArenaKind::kRing, opt.ring_capacity);
     if (ch->rx_block_.addr == nullptr) {
-      Fail(error, errno ? errno : ENOMEM,
+      CmFail(error, errno ? errno : ENOMEM,
            "receive ring: registration failed or VSOCKET_RDMA_POOL_MB reached");
       return false;
     }
-    ch->rx_cap_ = opt.ring_capacity;
-    ch->rx_ctl_ = std::make_unique<fifo::RingControl>();
-    ch->rx_ctl_->head.store(0);
-    ch->rx_ctl_->tail.store(0);
-    ch->rx_ctl_->reader_wake.store(0);
-    ch->rx_ctl_->writer_wake.store(0);
-    ch->rx_ctl_->flags.store(0);
-    ch->consumer_.emplace(ch->rx_ctl_.get(), ch->rx_block_.addr,
-                          ch->rx_cap_, &ch->rx_tail_);
+    ch->InitReceiveRing(opt.ring_capacity);
     if (ch->PostRecvs(opt.recv_queue_depth) != 0) {
-      Fail(error, errno, "ibv_post_recv");
+      CmFail(error, errno, "ibv_post_recv");
       return false;
     }
     uint8_t ack_timeout = opt.ack_timeout;
@@ -251,15 +154,9 @@ class ChannelBuilder {
                          std::string* error) {
     ch->tx_block_ = ch->pool_->Allocate(ArenaKind::kBounce, peer.capacity);
     if (ch->tx_block_.addr == nullptr) {
-      return Fail(error, ENOMEM, "send mirror: bounce arena exhausted");
+      return CmFail(error, ENOMEM, "send mirror: bounce arena exhausted");
     }
-    ch->tx_cap_ = peer.capacity;
-    ch->peer_ring_addr_ = peer.ring_data_addr;
-    ch->peer_rkey_ = peer.rkey;
-    ch->tx_ctl_.head.store(0);
-    ch->tx_ctl_.tail.store(0);
-    ch->producer_.emplace(&ch->tx_ctl_, ch->tx_block_.addr, ch->tx_cap_,
-                          &ch->tx_head_);
+    ch->InitSendRing(peer.ring_data_addr, peer.rkey, peer.capacity);
     return true;
   }
 
@@ -277,57 +174,6 @@ class ChannelBuilder {
 };
 
 namespace {
-
-// A client id on its own event channel with the address and route to
-// `server` resolved, both bounded by `timeout_ns`.  Returns false with errno
-// and *error, having destroyed what it made.
-bool ResolveClientId(const struct sockaddr_in& server, int64_t timeout_ns,
-                     rdma_event_channel** ec_out, rdma_cm_id** id_out,
-                     std::string* error) {
-  int64_t deadline = MonotonicNs() + timeout_ns;
-  rdma_event_channel* ec = rdma_create_event_channel();
-  if (ec == nullptr) return Fail(error, errno ? errno : ENODEV, "rdma_create_event_channel");
-  SetNonBlocking(ec->fd);
-  rdma_cm_id* id = nullptr;
-  if (rdma_create_id(ec, &id, nullptr, RDMA_PS_TCP) != 0) {
-    int e = errno;
-    rdma_destroy_event_channel(ec);
-    return Fail(error, e, "rdma_create_id");
-  }
-  auto cleanup = [&] {
-    int e = errno;
-    rdma_destroy_id(id);
-    rdma_destroy_event_channel(ec);
-    errno = e;
-    return false;
-  };
-  rdma_cm_event* ev = nullptr;
-  int resolve_ms = static_cast<int>(timeout_ns / 1'000'000);
-  struct sockaddr_in dst = server;
-  if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst),
-                        resolve_ms) != 0) {
-    Fail(error, errno, "rdma_resolve_addr");
-    return cleanup();
-  }
-  if (!ChannelBuilder::Expect(ec, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev,
-                              error)) {
-    return cleanup();
-  }
-  rdma_ack_cm_event(ev);
-  if (!ChannelBuilder::CheckDevice(id, error)) return cleanup();
-  if (rdma_resolve_route(id, resolve_ms) != 0) {
-    Fail(error, errno, "rdma_resolve_route");
-    return cleanup();
-  }
-  if (!ChannelBuilder::Expect(ec, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev,
-                              error)) {
-    return cleanup();
-  }
-  rdma_ack_cm_event(ev);
-  *ec_out = ec;
-  *id_out = id;
-  return true;
-}
 
 }  // namespace
 
@@ -354,10 +200,10 @@ std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
   struct rdma_conn_param param;
   ChannelBuilder::ConnParam(hello, &param);
   if (rdma_connect(id, &param) != 0) {
-    Fail(error, errno, "rdma_connect");
+    CmFail(error, errno, "rdma_connect");
     return nullptr;
   }
-  if (!ChannelBuilder::Expect(ec, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev,
+  if (!ExpectCmEvent(ec, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev,
                               error)) {
     int e = errno;  // the channel's destructor must not hide why
     ch.reset();
@@ -370,7 +216,7 @@ std::unique_ptr<RdmaChannel> RdmaConnect(const struct sockaddr_in& server,
   rdma_ack_cm_event(ev);
   ChannelBuilder::MarkConnected(ch.get());
   if (!ok) {
-    Fail(error, EPROTO, "server sent an invalid hello");
+    CmFail(error, EPROTO, "server sent an invalid hello");
     ch->Close();
     errno = EPROTO;
     return nullptr;
@@ -403,7 +249,7 @@ void RdmaSendDecline(const struct sockaddr_in& server, uint16_t tcp_port,
   param.qp_num = 0xffffff - (next.fetch_add(1, std::memory_order_relaxed) & 0xffff);
   rdma_cm_event* ev = nullptr;
   if (rdma_connect(id, &param) == 0 &&
-      ChannelBuilder::NextEvent(ec, deadline, &ev, &error)) {
+      NextCmEvent(ec, deadline, &ev, &error)) {
     rdma_ack_cm_event(ev);  // REJECTED, from a vsocket server or any other
   }
   rdma_destroy_id(id);
@@ -415,29 +261,7 @@ std::unique_ptr<RdmaListener> RdmaListener::Listen(
     std::string* error) {
   std::unique_ptr<RdmaListener> l(new RdmaListener());
   l->options_ = options;
-  l->ec_ = rdma_create_event_channel();
-  if (l->ec_ == nullptr) {
-    Fail(error, errno ? errno : ENODEV, "rdma_create_event_channel");
-    return nullptr;
-  }
-  SetNonBlocking(l->ec_->fd);
-  if (rdma_create_id(l->ec_, &l->id_, nullptr, RDMA_PS_TCP) != 0) {
-    l->id_ = nullptr;
-    Fail(error, errno, "rdma_create_id");
-    return nullptr;
-  }
-  struct sockaddr_in a = addr;
-  if (rdma_bind_addr(l->id_, reinterpret_cast<sockaddr*>(&a)) != 0) {
-    Fail(error, errno, "rdma_bind_addr");
-    return nullptr;
-  }
-  if (l->id_->verbs != nullptr && !ChannelBuilder::CheckDevice(l->id_, error)) {
-    return nullptr;
-  }
-  if (rdma_listen(l->id_, backlog) != 0) {
-    Fail(error, errno, "rdma_listen");
-    return nullptr;
-  }
+  if (!ListenCmId(addr, backlog, &l->ec_, &l->id_, error)) return nullptr;
   return l;
 }
 
@@ -454,7 +278,7 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
   int64_t wait_deadline = timeout_ns < 0 ? -1 : MonotonicNs() + timeout_ns;
   rdma_cm_event* ev = nullptr;
   for (;;) {
-    if (!ChannelBuilder::NextEvent(ec_, wait_deadline, &ev, error)) {
+    if (!NextCmEvent(ec_, wait_deadline, &ev, error)) {
       if (errno == ETIMEDOUT) errno = EAGAIN;
       return nullptr;
     }
@@ -489,15 +313,15 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
     if (on_request) on_request(info);
     rdma_reject(id, nullptr, 0);
     rdma_destroy_id(id);
-    Fail(error, ECANCELED, "the client declined RDMA (cause " +
+    CmFail(error, ECANCELED, "the client declined RDMA (cause " +
                                std::to_string(declined_cause) + ")");
     return nullptr;
   }
   std::string device_error;
-  if (!hello_ok || !ChannelBuilder::CheckDevice(id, &device_error)) {
+  if (!hello_ok || !CheckCmDevice(id, &device_error)) {
     rdma_reject(id, nullptr, 0);
     rdma_destroy_id(id);
-    Fail(error, hello_ok ? EPROTONOSUPPORT : EPROTO,
+    CmFail(error, hello_ok ? EPROTONOSUPPORT : EPROTO,
          hello_ok ? device_error : "client sent an invalid hello; rejected");
     return nullptr;
   }
@@ -505,7 +329,7 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
     int e = errno;
     ChannelBuilder::Reject(id, e);
     rdma_destroy_id(id);
-    Fail(error, e, "refused before setup");
+    CmFail(error, e, "refused before setup");
     return nullptr;
   }
   int64_t deadline = MonotonicNs() + options_.connect_timeout_ns;
@@ -515,10 +339,10 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
     ChannelBuilder::Reject(id, e);
     rdma_destroy_id(id);
     if (ec != nullptr) rdma_destroy_event_channel(ec);
-    Fail(error, e, "rdma_migrate_id");
+    CmFail(error, e, "rdma_migrate_id");
     return nullptr;
   }
-  SetNonBlocking(ec->fd);
+  CmSetNonBlocking(ec->fd);
   std::unique_ptr<RdmaChannel> ch =
       ChannelBuilder::Prepare(id, ec, options_, /*passive=*/true, error);
   if (ch == nullptr) return nullptr;  // rejected; id and ec destroyed
@@ -533,10 +357,10 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
   struct rdma_conn_param param;
   ChannelBuilder::ConnParam(hello, &param);
   if (rdma_accept(id, &param) != 0) {
-    Fail(error, errno, "rdma_accept");
+    CmFail(error, errno, "rdma_accept");
     return nullptr;
   }
-  if (!ChannelBuilder::Expect(ec, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev,
+  if (!ExpectCmEvent(ec, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev,
                               error)) {
     return nullptr;
   }

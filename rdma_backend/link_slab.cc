@@ -1,0 +1,101 @@
+#include "rdma_backend/link_slab.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace vsocket::rdma {
+
+LinkSlab::LinkSlab(ibv_pd* pd, int access, size_t chunk_bytes,
+                   size_t limit_bytes)
+    : pd_(pd), access_(access), chunk_bytes_(chunk_bytes),
+      limit_bytes_(limit_bytes) {}
+
+LinkSlab::~LinkSlab() {
+  while (!chunks_.empty()) DestroyChunk(chunks_.size() - 1);
+}
+
+LinkSlab::Chunk* LinkSlab::NewChunk(uint32_t slice) {
+  size_t bytes = slice > chunk_bytes_ ? slice : chunk_bytes_;
+  if (registered_ + bytes > limit_bytes_) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  // A forked child must not share (copy-on-write) pages the NIC writes.
+  madvise(base, bytes, MADV_DONTFORK);
+  ibv_mr* mr = ibv_reg_mr(pd_, base, bytes, access_);
+  if (mr == nullptr) {
+    munmap(base, bytes);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ++registrations_;
+  registered_ += bytes;
+  auto chunk = std::make_unique<Chunk>();
+  chunk->id = next_id_++;
+  chunk->base = static_cast<uint8_t*>(base);
+  chunk->bytes = bytes;
+  chunk->slice = slice;
+  chunk->mr = mr;
+  uint32_t count = static_cast<uint32_t>(bytes / slice);
+  chunk->free.reserve(count);
+  for (uint32_t i = count; i > 0; --i) chunk->free.push_back(i - 1);
+  chunks_.push_back(std::move(chunk));
+  return chunks_.back().get();
+}
+
+void LinkSlab::DestroyChunk(size_t index) {
+  Chunk* c = chunks_[index].get();
+  ibv_dereg_mr(c->mr);
+  munmap(c->base, c->bytes);
+  registered_ -= c->bytes;
+  chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+bool LinkSlab::Allocate(size_t bytes, LinkSlice* out) {
+  if (bytes < 64 || (bytes & (bytes - 1)) != 0 || bytes > (1ull << 31)) {
+    errno = EINVAL;
+    return false;
+  }
+  uint32_t slice = static_cast<uint32_t>(bytes);
+  Chunk* chunk = nullptr;
+  for (auto& c : chunks_) {
+    if (c->slice == slice && !c->free.empty()) {
+      chunk = c.get();
+      break;
+    }
+  }
+  if (chunk == nullptr && (chunk = NewChunk(slice)) == nullptr) return false;
+  uint32_t index = chunk->free.back();
+  chunk->free.pop_back();
+  ++chunk->used;
+  ++in_use_;
+  out->addr = chunk->base + static_cast<size_t>(index) * slice;
+  out->size = slice;
+  out->lkey = chunk->mr->lkey;
+  out->rkey = chunk->mr->rkey;
+  out->chunk = chunk->id;
+  std::memset(out->addr, 0, slice);
+  return true;
+}
+
+void LinkSlab::Free(const LinkSlice& slice) {
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    Chunk* c = chunks_[i].get();
+    if (c->id != slice.chunk) continue;
+    c->free.push_back(static_cast<uint32_t>((slice.addr - c->base) / c->slice));
+    --c->used;
+    --in_use_;
+    if (c->used == 0) DestroyChunk(i);
+    return;
+  }
+}
+
+}  // namespace vsocket::rdma
