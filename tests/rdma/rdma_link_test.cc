@@ -139,11 +139,12 @@ void AwaitMessages(RdmaLink& link, const std::vector<LinkConnection>& conns,
 }
 
 // Server side: answers every OPEN of `link` with a connection.
-void AcceptOpens(RdmaLink& link, std::vector<LinkConnection>* conns) {
+void AcceptOpens(RdmaLink& link, std::vector<LinkConnection>* conns,
+                 uint32_t ring = kRing) {
   OpenRequest req;
   while (link.NextOpen(&req)) {
     LinkConnection c;
-    CHECK(link.AcceptOpen(req, kRing, &c) == 0, "AcceptOpen");
+    CHECK(link.AcceptOpen(req, ring, &c) == 0, "AcceptOpen");
     conns->push_back(c);
   }
 }
@@ -198,6 +199,15 @@ double TcpConnectsPerSecond(int n) {
   return n * 1e6 / static_cast<double>(us > 0 ? us : 1);
 }
 
+// A link listener on the guest's address; its port goes to the client.
+std::unique_ptr<LinkListener> ListenAndTell(Ctl& ctl) {
+  std::string error;
+  auto listener = LinkListener::Listen(Addr(SelfIp(), 0), Options(), &error);
+  CHECK(listener != nullptr, "LinkListener::Listen: %s", error.c_str());
+  ctl.Send(0, listener->port());
+  return listener;
+}
+
 std::shared_ptr<RdmaLink> AcceptLink(LinkListener& listener) {
   std::string error;
   for (int i = 0; i < 100; ++i) {
@@ -213,10 +223,7 @@ int Many() {
   const int n = EnvInt("VSOCKET_LINK_TEST_CONNS", 1000);
   return RunPair(
       [n](Ctl& ctl) {
-        std::string error;
-        auto listener = LinkListener::Listen(Addr(SelfIp(), 0), Options(), &error);
-        CHECK(listener != nullptr, "LinkListener::Listen: %s", error.c_str());
-        ctl.Send(0, listener->port());
+        auto listener = ListenAndTell(ctl);
         std::shared_ptr<RdmaLink> link = AcceptLink(*listener);
         std::vector<LinkConnection> conns;
         while (static_cast<int>(conns.size()) < n) {
@@ -341,10 +348,7 @@ int Many() {
 int Kill() {
   return RunPair(
       [](Ctl& ctl) {
-        std::string error;
-        auto listener = LinkListener::Listen(Addr(SelfIp(), 0), Options(), &error);
-        CHECK(listener != nullptr, "Listen: %s", error.c_str());
-        ctl.Send(0, listener->port());
+        auto listener = ListenAndTell(ctl);
         std::vector<std::shared_ptr<RdmaLink>> links;
         std::vector<std::vector<LinkConnection>> conns;
         for (int i = 0; i < 3; ++i) {
@@ -435,10 +439,7 @@ int Kill() {
 int Corrupt() {
   return RunPair(
       [](Ctl& ctl) {
-        std::string error;
-        auto listener = LinkListener::Listen(Addr(SelfIp(), 0), Options(), &error);
-        CHECK(listener != nullptr, "Listen: %s", error.c_str());
-        ctl.Send(0, listener->port());
+        auto listener = ListenAndTell(ctl);
         std::shared_ptr<RdmaLink> links[2];
         std::vector<LinkConnection> conns[2];
         for (int i = 0; i < 2; ++i) {
@@ -518,23 +519,19 @@ int Channels() {
   const int n = EnvInt("VSOCKET_LINK_TEST_CHANNELS", 100);
   return RunPair(
       [n](Ctl& ctl) {
-        std::string error;
-        auto listener = LinkListener::Listen(Addr(SelfIp(), 0), Options(), &error);
-        CHECK(listener != nullptr, "Listen: %s", error.c_str());
-        ctl.Send(0, listener->port());
+        auto listener = ListenAndTell(ctl);
         std::shared_ptr<RdmaLink> link = AcceptLink(*listener);
-        std::vector<std::unique_ptr<RdmaChannel>> chans;
+        std::vector<LinkConnection> conns;
         int64_t deadline = NowUs() + 60'000'000;
-        while (static_cast<int>(chans.size()) < n) {
+        while (static_cast<int>(conns.size()) < n) {
           CHECK(NowUs() < deadline, "opens missing");
           link->Wait(NowNs() + 1'000'000);
-          OpenRequest req;
-          while (link->NextOpen(&req)) {
-            LinkConnection c;
-            CHECK(link->AcceptOpen(req, kChannelRing, &c) == 0, "AcceptOpen");
-            chans.push_back(RdmaChannel::OnLink(link, c, link->pool(),
-                                                LinkChannelOptions()));
-          }
+          AcceptOpens(*link, &conns, kChannelRing);
+        }
+        std::vector<std::unique_ptr<RdmaChannel>> chans;
+        for (const LinkConnection& c : conns) {
+          chans.push_back(RdmaChannel::OnLink(link, c, link->pool(),
+                                              LinkChannelOptions()));
         }
         // Echo: whatever arrives goes back; end of stream is passed on.
         std::vector<std::vector<uint8_t>> pending(n);
