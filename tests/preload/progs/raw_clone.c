@@ -4,11 +4,11 @@
  * the child still talks over the connection, as on kernel TCP, and the
  * peer reads end of stream only once the child closed too.
  * usage: raw_clone */
+#include "ptest.h" /* first: it defines _GNU_SOURCE, which clone() needs */
+
 #include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-
-#include "ptest.h"
 
 static int g_child_fd;
 
