@@ -296,10 +296,22 @@ TEST_F(LivePage, APageTruncatedWhileReadGivesAReasonNotASignal) {
   int status = 0;
   waitpid(truncator, &status, 0);
   EXPECT_TRUE(WIFSIGNALED(status)) << "the truncator stopped early: " << status;
-  unlink(path.c_str());
   EXPECT_EQ(whole + refused, 3000);
-  EXPECT_GT(whole, 0);
   printf("reads: %d whole, %d refused while truncated\n", whole, refused);
+  // How many reads above found the page whole is the scheduler's choice
+  // (0 of 3000 seen on a loaded machine: the truncator's loop leaves the
+  // file whole only between two system calls). Once it is written back for
+  // good, the same reader must take it.
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(page.data(), static_cast<std::streamsize>(page.size()));
+  }
+  vsocket_stat::Process p;
+  std::string why;
+  bool stale = false;
+  EXPECT_TRUE(vsocket_stat::ReadPage(path, &p, &why, &stale)) << why;
+  EXPECT_EQ(p.pid, getpid());
+  unlink(path.c_str());
 }
 
 // Two PID namespaces sharing /dev/shm (containers on the host network with
