@@ -12,8 +12,12 @@
 #      tests/rdma/pair-checksum.sh sends VSOCKET_RDMA_PAIR_MB (default 32)
 #      MiB of random data from guest b to guest a with
 #      BUILD_DIR/benchmarks/rdma_channel_bench and compares SHA-256 sums.
-#      Skipped (and said so) when VSOCKET_RDMA_SKIP_PAIR=1 or when the bench
-#      binary was not built (-DVSOCKET_BUILD_BENCHMARKS=OFF).
+#      Skipped (and said so) when the bench binary was not built
+#      (-DVSOCKET_BUILD_BENCHMARKS=OFF).  Then tests/rdma/ddp_pair.sh: a
+#      DistributedDataParallel job with one rank per guest, run on kernel
+#      TCP, under vsocket-run on RDMA, and with RDMA refused; the three
+#      runs' final parameters must be identical.  VSOCKET_RDMA_SKIP_PAIR=1
+#      skips both.
 #
 #   tests/rdma/run-suite.sh BUILD_DIR
 #
@@ -106,26 +110,33 @@ if ((status != 0)); then
   exit "$status"
 fi
 
-bench=$build/benchmarks/rdma_channel_bench
-if [[ ${VSOCKET_RDMA_SKIP_PAIR:-} == 1 ]]; then
-  echo "run-suite: two-guest checksum test SKIPPED (VSOCKET_RDMA_SKIP_PAIR=1)"
-elif [[ ! -x $bench ]]; then
-  echo "run-suite: two-guest checksum test SKIPPED: $bench not built (benchmarks off?)"
-else
-  pair_start=$SECONDS
-  pair_log=$(mktemp)
-  status=0
-  "$repo/tests/rdma/pair-checksum.sh" "$build" 2>&1 | tee "$pair_log" || status=${PIPESTATUS[0]}
-  if ((status == 124)) && grep -q "NETDEV WATCHDOG" "$pair_log"; then
+# A two-guest test script, given BUILD_DIR; its status is the stage's.
+run_pair_test() {  # NAME SCRIPT
+  local name=$1 script=$2 t0=$SECONDS log status=0
+  log=$(mktemp)
+  "$script" "$build" 2>&1 | tee "$log" || status=${PIPESTATUS[0]}
+  if ((status == 124)) && grep -q "NETDEV WATCHDOG" "$log"; then
     # The emulated NIC of a TCG guest stopped transmitting (the guest
     # kernel's TX watchdog says so): an emulator stall, not a vsocket hang,
     # which would leave no such line.  Once more, loudly.
-    echo "run-suite: !! two-guest stage: the guest's virtio NIC stalled (NETDEV WATCHDOG); running it once more"
+    echo "run-suite: !! two-guest $name: the guest's virtio NIC stalled (NETDEV WATCHDOG); running it once more"
     status=0
-    "$repo/tests/rdma/pair-checksum.sh" "$build" || status=$?
+    "$script" "$build" || status=$?
   fi
-  rm -f "$pair_log"
-  echo "run-suite: two-guest stage: status $status, $((SECONDS - pair_start)) s"
-  ((status == 0)) || exit "$status"
+  rm -f "$log"
+  echo "run-suite: two-guest $name: status $status, $((SECONDS - t0)) s"
+  return "$status"
+}
+
+bench=$build/benchmarks/rdma_channel_bench
+if [[ ${VSOCKET_RDMA_SKIP_PAIR:-} == 1 ]]; then
+  echo "run-suite: two-guest stage SKIPPED (VSOCKET_RDMA_SKIP_PAIR=1)"
+else
+  if [[ ! -x $bench ]]; then
+    echo "run-suite: two-guest checksum test SKIPPED: $bench not built (benchmarks off?)"
+  else
+    run_pair_test checksum "$repo/tests/rdma/pair-checksum.sh" || exit $?
+  fi
+  run_pair_test "DDP training" "$repo/tests/rdma/ddp_pair.sh" || exit $?
 fi
 echo "run-suite: PASS ($((SECONDS - start)) s)"
