@@ -27,7 +27,8 @@ if [[ $args == *" --ccache "* ]]; then
 fi
 if [[ $args == *" --apps "* ]]; then
   packages+=(curl sockperf redis-server redis-tools nginx-light wrk memcached
-             libmemcached-tools python3-torch vsftpd apache2)
+             libmemcached-tools python3-torch vsftpd apache2
+             openmpi-bin python3-mpi4py python3-numpy)
 fi
 missing=()
 for p in "${packages[@]}"; do
