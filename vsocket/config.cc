@@ -1,6 +1,7 @@
 #include "vsocket/config.h"
 
 #include <errno.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -71,8 +72,12 @@ Config ParseConfig(ConfigLookup lookup, void* context) {
   }
   if (const char* v = get("VSOCKET_SPIN_US")) {
     uint64_t us = 0;
-    if (ParseConfigSize(v, &us) && us <= 1000000) config.spin_us = static_cast<uint32_t>(us);
-    else WarnConfigValue("VSOCKET_SPIN_US", v, "expected 0..1000000");
+    if (ParseConfigSize(v, &us) && us <= 1000000) {
+      config.spin_us = static_cast<uint32_t>(us);
+      config.spin_us_named = true;
+    } else {
+      WarnConfigValue("VSOCKET_SPIN_US", v, "expected 0..1000000");
+    }
   }
   if (const char* v = get("VSOCKET_LOG")) {
     if (!std::strcmp(v, "error")) config.log_level = LogLevel::kError;
@@ -122,8 +127,14 @@ Config ParseConfig(ConfigLookup lookup, void* context) {
 
 const char* ProgramName() { return g_program_name.c_str(); }
 
+uint32_t DefaultSpinUs(long online_cpus) { return online_cpus > 1 ? Config{}.spin_us : 0; }
+
 const Config& GetConfig() {
-  static const Config config = ParseConfig(FromEnvironment, nullptr);
+  static const Config config = [] {
+    Config c = ParseConfig(FromEnvironment, nullptr);
+    if (!c.spin_us_named) c.spin_us = DefaultSpinUs(sysconf(_SC_NPROCESSORS_ONLN));
+    return c;
+  }();
   return config;
 }
 

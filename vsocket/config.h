@@ -23,8 +23,10 @@ struct Config {
   TransportPolicy policy = TransportPolicy::kAuto;  // VSOCKET_TRANSPORT
   uint64_t ring_bytes = 1ull << 20;     // VSOCKET_RING_SIZE (per direction)
   // Must exceed the time a sleeping peer takes to wake up (25-100 us on a
-  // small VM), or a ping-pong that once fell asleep keeps sleeping.
+  // small VM), or a ping-pong that once fell asleep keeps sleeping. Unset,
+  // GetConfig takes DefaultSpinUs(online CPUs): 0 on one CPU.
   uint32_t spin_us = 200;               // VSOCKET_SPIN_US
+  bool spin_us_named = false;           // VSOCKET_SPIN_US set to a valid value
   LogLevel log_level = LogLevel::kWarn; // VSOCKET_LOG
   bool print_stats = false;             // VSOCKET_STATS
   std::string transport;                // the name, for kNamed
@@ -55,8 +57,15 @@ struct Config {
   bool rules_file_named = false;
 };
 
-// The configuration of this process.
+// The configuration of this process: ParseConfig of its environment, with
+// the spin budget's default for this machine.
 const Config& GetConfig();
+
+// VSOCKET_SPIN_US's default on a machine with `online_cpus` CPUs online: 0
+// with one (or an unknown count, < 1), where what a spin waits for (the peer
+// process, the kernel's work for a software RDMA device such as rxe) cannot
+// run while the spinning thread holds the only CPU; otherwise 200.
+uint32_t DefaultSpinUs(long online_cpus);
 
 // The program's short name (program_invocation_short_name) as it was when
 // the library was loaded, before main(): programs that rewrite their argv
