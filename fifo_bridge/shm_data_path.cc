@@ -118,18 +118,31 @@ ssize_t ShmTransport::TrySend(StreamCall& call, const struct iovec* iov,
   // without either publishes what was held with its own bytes.
   bool hold = call.more || channel_.side()->corked.load(std::memory_order_relaxed);
   uint64_t held_before = hold ? channel_.producer()->Held() : 0;
-  int64_t n = channel_.producer()->Write(iov, iovcnt, skip, hold);
-  if (n == kCorrupt) {
-    channel_.ResetConnection("peer published an impossible consumer index");
-    return channel_.ResetOutcome(/*sending=*/true);
-  }
-  if (n == kUserFault) return -EFAULT;  // a bad pointer: nothing published
-  if (n > 0) {
-    if (!hold) [[likely]] {
-      channel_.NotifyReader();
-    } else {
-      channel_.AfterHeldWrite(held_before, looks);
+  // Published in pieces of a quarter ring, each with its wake-up, so that
+  // the reader copies one piece out while this thread copies the next in:
+  // a 1 MiB write into an empty 1 MiB ring made them take turns. Held
+  // bytes go in one piece (nobody reads them yet).
+  const uint64_t piece = hold ? UINT64_MAX : channel_.producer()->capacity() / 4;
+  int64_t n = 0;
+  for (;;) {
+    int64_t w = channel_.producer()->Write(iov, iovcnt, skip + static_cast<size_t>(n),
+                                           hold, piece);
+    if (w == kCorrupt) {
+      channel_.ResetConnection("peer published an impossible consumer index");
+      return channel_.ResetOutcome(/*sending=*/true);
     }
+    // A bad pointer: its piece is not published; earlier pieces were.
+    if (w == kUserFault) {
+      if (n == 0) return -EFAULT;
+      break;
+    }
+    if (w <= 0) break;
+    n += w;
+    if (!hold) [[likely]] channel_.NotifyReader();
+    if (static_cast<uint64_t>(w) < piece) break;  // all of it, or the ring is full
+  }
+  if (n > 0) {
+    if (hold) [[unlikely]] channel_.AfterHeldWrite(held_before, looks);
     StatsBytesSentSerialised(live_slot(), kShmKind, static_cast<uint64_t>(n));
     if (channel_.AfterRingWrite()) looks.ArmIdleLook();
   } else if (hold) [[unlikely]] {

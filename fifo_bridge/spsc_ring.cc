@@ -65,12 +65,14 @@ int64_t RingProducer::FreeSpaceNow() const {
 }
 
 int64_t RingProducer::Write(const struct iovec* iov, int iovcnt, size_t skip,
-                            bool hold) {
+                            bool hold, uint64_t max_bytes) {
   int64_t space = FreeSpace();
   // The cached tail may undercount: look again before writing less.
-  if (space > 0 && static_cast<uint64_t>(space) < IovBytesAfter(iov, iovcnt, skip))
+  if (space > 0 && static_cast<uint64_t>(space) < max_bytes &&
+      static_cast<uint64_t>(space) < IovBytesAfter(iov, iovcnt, skip))
     space = FreeSpaceNow();
   if (space <= 0) return space;
+  if (static_cast<uint64_t>(space) > max_bytes) space = static_cast<int64_t>(max_bytes);
   uint64_t head = OwnHead();
   uint64_t mask = capacity_ - 1;
   // A bad pointer stops the copy before the head is published.  A piece

@@ -66,10 +66,11 @@ class RingProducer {
   // before.  With `hold`, the bytes are held instead: the reader does not
   // see them until a later Write without `hold` or Publish(); the new head
   // goes to RingControl::written (release), from which a reader takes them
-  // should this producer die (RingConsumer::TakeHeld).  Returns the number
-  // of bytes copied (0 when full), kCorrupt or kUserFault.
+  // should this producer die (RingConsumer::TakeHeld).  Copies at most
+  // `max_bytes`.  Returns the number of bytes copied (0 when full),
+  // kCorrupt or kUserFault.
   int64_t Write(const struct iovec* iov, int iovcnt, size_t skip,
-                bool hold = false);
+                bool hold = false, uint64_t max_bytes = UINT64_MAX);
   // Bytes written but held back from the reader (0 when the published head
   // is not one this producer could have written).  Any thread: exact under
   // the caller's lock, else a snapshot.
