@@ -136,7 +136,7 @@ apps_section() {  # NAME TITLE RUN.SH-OPTIONS...
     echo
     echo "$head"
     echo
-    echo "\`benchmarks/apps/run.sh --seconds $app_seconds $*\`: rates from one pass, then every client run once more for the costs: system calls and CPU (\`perf stat -e raw_syscalls:sys_enter,task-clock\`) of client + server over the client's whole run, per message (a round trip for sockperf ping-pong, a request for servers, a write for iperf3; gloo not counted: starting its ranks outweighs the all_reduces)."
+    echo "\`benchmarks/apps/run.sh --seconds $app_seconds $*\`: rates from one pass, then every client run once more for the costs: system calls and CPU (\`perf stat -e raw_syscalls:sys_enter,task-clock\`) of client + server over the client's whole run, per message (a round trip for sockperf ping-pong, a request for servers, a write for iperf3; for gloo and DDP both ranks per all_reduce or training step, over the timed loop only: \`perf stat --delay -1 --control\`, turned on by the rank)."
     echo
     cat "$out/$name.table"
   } >"$out/$name.md"

@@ -6,7 +6,7 @@
 # Usage: benchmarks/apps/run.sh [--vsocket-run PATH] [--seconds N] [--only NAMES]
 #                               [--transport T] [--server-only] [--no-counts]
 #                               [--markdown FILE]
-# NAMES: a comma list of sockperf iperf3 redis nginx memcached gloo (default
+# NAMES: a comma list of sockperf iperf3 redis nginx memcached gloo ddp (default
 # all).  --transport: the VSOCKET_TRANSPORT of the vsocket runs (default
 # auto).  --server-only: only the server runs under vsocket-run; the client
 # stays a plain program, so the connection's peer is ordinary kernel TCP
@@ -18,8 +18,9 @@
 # `perf stat -e raw_syscalls:sys_enter,task-clock` (the client) and
 # `perf stat -p` (the server, for the client's run only): system calls and
 # CPU of client + server per message (a round trip for ping-pong, a request
-# for servers, a write for iperf3; gloo not counted), each program's whole
-# run included.  The rates never come from the counted runs: the
+# for servers, a write for iperf3), each program's whole run included; for
+# gloo and DDP both ranks per all_reduce or training step, counted over the
+# timed loop only (two_ranks).  The rates never come from the counted runs: the
 # system-call tracepoint slows every call a little, and plain TCP makes
 # more of them.  --no-counts skips that pass (half the time); so does a
 # missing perf.
@@ -226,20 +227,81 @@ bench_memcached() {
   done
 }
 
-bench_gloo() {
-  local vals=() mib=64 iterations=5
-  for mode in plain vsocket; do
-    local port; port=$(free_port)
-    run_server $mode /usr/bin/python3 "$here/gloo_allreduce.py" 1 "$port" $mib $iterations
-    client $mode /usr/bin/python3 "$here/gloo_allreduce.py" 0 "$port" $mib $iterations >"$work/gloo.$mode" 2>&1 || true
-    # No cost: starting the ranks (importing torch) outweighs six all_reduces.
-    stop_servers
-    vals+=("$(grep -oE 'allreduce_ms=[0-9.]+' "$work/gloo.$mode" | cut -d= -f2)")
+# two_ranks MODE OUT CMD...: the two ranks of a torch job at once, CMD with
+# @RANK@ replaced by 1 and 0; rank r's output goes to OUT.r. In the count
+# pass each rank runs under perf stat with its events off until the rank's
+# perf_window.counted() turns them on (benchmarks/apps/perf_window.py), so
+# only the measured loop is counted, not importing torch or the rendezvous:
+# rank 0's counts land where perf_total reads the client's, rank 1's the
+# server's.
+two_ranks() {
+  local mode=$1 out=$2 r a status=0 rank_pids=()
+  shift 2
+  for r in 1 0; do
+    local cmd=()
+    for a in "$@"; do cmd+=("${a//@RANK@/$r}"); done
+    if [[ $mode == vsocket ]]; then cmd=("$vrun" --stats --transport "$transport" -- "${cmd[@]}"); fi
+    if [[ $pass == count ]]; then
+      local file; file=$work/perf.$( ((r == 0)) && echo client || echo server)
+      rm -f "$file" "$work/ctl.$r" "$work/ack.$r"
+      mkfifo "$work/ctl.$r" "$work/ack.$r"
+      cmd=(env VSOCKET_PERF_CTL="$work/ctl.$r" VSOCKET_PERF_ACK="$work/ack.$r"
+           perf stat -x, -e "$perf_events" --delay -1 --control "fifo:$work/ctl.$r,$work/ack.$r"
+           -o "$file" -- "${cmd[@]}")
+    fi
+    PYTHONPATH="$here" "${cmd[@]}" >"$out.$r" 2>&1 &
+    rank_pids+=($!)
   done
-  record "gloo all_reduce 64 MiB, 2 ranks" ms lower "${vals[0]}" "${vals[1]}"
+  for a in "${rank_pids[@]}"; do wait "$a" || status=1; done
+  return "$status"
 }
 
-names=(sockperf iperf3 redis nginx memcached gloo)
+bench_gloo() {
+  # 1, 16 and 64 MiB float32, two ranks on 127.0.0.1; the rate pass runs
+  # the three sizes in one pair of processes, the count pass one pair per
+  # size (perf's window covers one timed loop).
+  local sizes=(1 16 64) base=5 mode mib port
+  local -A ms=()
+  if [[ $pass == rate ]]; then
+    for mode in plain vsocket; do
+      port=$(free_port)
+      two_ranks $mode "$work/gloo.$mode" /usr/bin/python3 "$here/gloo_allreduce.py" @RANK@ "$port" 1,16,64 $base || true
+      for mib in "${sizes[@]}"; do
+        ms[$mode.$mib]=$(grep -oE "allreduce_ms_$mib=[0-9.]+" "$work/gloo.$mode.0" | cut -d= -f2 || true)
+      done
+    done
+    for mib in "${sizes[@]}"; do
+      record "gloo all_reduce $mib MiB, 2 ranks" ms lower "${ms[plain.$mib]}" "${ms[vsocket.$mib]}"
+    done
+    return 0
+  fi
+  for mib in "${sizes[@]}"; do
+    for mode in plain vsocket; do
+      port=$(free_port)
+      two_ranks $mode "$work/gloo.$mode" /usr/bin/python3 "$here/gloo_allreduce.py" @RANK@ "$port" "$mib" $base || true
+      cost "gloo all_reduce $mib MiB, 2 ranks" $mode \
+        "$(grep -oE 'iterations=[0-9]+' "$work/gloo.$mode.0" | cut -d= -f2 || true)"
+    done
+  done
+}
+
+bench_ddp() {
+  # tests/apps/scripts/ddp_train.py: DistributedDataParallel (gloo) on a
+  # 1 M-parameter MLP, 4 MiB of gradients all-reduced per step, two ranks on
+  # 127.0.0.1, one thread each; the mean of 30 timed steps (after 2).
+  local steps=32 vals=() mode port
+  for mode in plain vsocket; do
+    port=$(free_port)
+    two_ranks $mode "$work/ddp.$mode" /usr/bin/python3 "$top/tests/apps/scripts/ddp_train.py" \
+      @RANK@ 2 127.0.0.1 "$port" "$work/ddp.$mode.@RANK@.json" $steps || true
+    cost "DDP training step, 2 ranks" $mode $((steps - 2))
+    vals+=("$(/usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["step_ms_mean"])' \
+      "$work/ddp.$mode.0.json" 2>/dev/null || true)")
+  done
+  record "DDP training step, 2 ranks" ms lower "${vals[0]}" "${vals[1]}"
+}
+
+names=(sockperf iperf3 redis nginx memcached gloo ddp)
 if [[ -n $only ]]; then IFS=, read -r -a names <<<"$only"; fi
 for name in "${names[@]}"; do
   declare -F "bench_$name" >/dev/null || { echo "unknown benchmark $name" >&2; exit 2; }
