@@ -16,11 +16,13 @@
 #      (-DVSOCKET_BUILD_BENCHMARKS=OFF).  Then tests/rdma/ddp_pair.sh: a
 #      DistributedDataParallel job with one rank per guest, run on kernel
 #      TCP, under vsocket-run on RDMA, and with RDMA refused; the three
-#      runs' final parameters must be identical.  Then tests/rdma/
+#      runs' final parameters must be identical; then the same job with
+#      three ranks in three guests (VSOCKET_DDP_GUESTS=3: gloo's ring
+#      all-reduce), on TCP and on RDMA.  Then tests/rdma/
 #      mpi_pair.sh: an Open MPI all-reduce (btl tcp) with one rank per
 #      guest, launched without ssh, on kernel TCP and under vsocket-run
 #      (ranks on RDMA); sums exact and identical.  VSOCKET_RDMA_SKIP_PAIR=1
-#      skips all three.
+#      skips all four.
 #
 #   tests/rdma/run-suite.sh BUILD_DIR
 #
@@ -141,6 +143,7 @@ else
     run_pair_test checksum "$repo/tests/rdma/pair-checksum.sh" || exit $?
   fi
   run_pair_test "DDP training" "$repo/tests/rdma/ddp_pair.sh" || exit $?
+  VSOCKET_DDP_GUESTS=3 run_pair_test "DDP ring, three guests" "$repo/tests/rdma/ddp_pair.sh" || exit $?
   run_pair_test "MPI all-reduce" "$repo/tests/rdma/mpi_pair.sh" || exit $?
 fi
 echo "run-suite: PASS ($((SECONDS - start)) s)"

@@ -5,6 +5,7 @@
 #
 #   run-in-guest.sh [OPTIONS] -- COMMAND [ARG...]
 #   run-in-guest.sh [OPTIONS] --pair 'SHELL CMD A' 'SHELL CMD B'
+#   run-in-guest.sh [OPTIONS] --group 'SHELL CMD A' 'SHELL CMD B' 'SHELL CMD C' ...
 #   run-in-guest.sh --prepare
 #
 # Exit status: the command's own status; 124 if the guest hit the deadline;
@@ -21,13 +22,14 @@ KERNEL_OVERRIDE=${VSOCKET_RDMA_KERNEL:-}   # e.g. 6.1.0-57-amd64
 TIMEOUT=300                                # whole run: boot + command
 MEM_MB=2048
 SMP=                                       # default: 2 (single), 1 (pair)
-MODE=single                                # single | pair | prepare
+MODE=single                                # single | pair (2+ guests) | prepare
 VERBOSE=0
 QUIET=0
 CONSOLE_LOG=
 RW_SHARES=()
 EXTRA_ENV=()
 CMD=()
+GROUP_OPTION=
 
 # Debian packages the harness (and the RDMA tools run in the guest) need.
 # The guest runs the host's binaries, so they are installed on the host.
@@ -43,9 +45,11 @@ BOOT_MODULES=(virtio_pci virtio_net 9pnet_virtio 9p overlay)
 # crc32_pclmul measured no faster.)
 RDMA_MODULES=(crc32_generic rdma_rxe ib_uverbs rdma_ucm)
 
-# Guest addresses: single mode talks to itself; pair mode a <-> b.
+# Guest addresses: single mode talks to itself; pair mode a <-> b; a group
+# of N guests a, b, c, ... gets 10.0.2.15, .16, .17, ...
 IP_A=10.0.2.15
-IP_B=10.0.2.16
+GROUP_ROLES=(a b c d)
+MAX_GROUP=${#GROUP_ROLES[@]}
 PREFIX_LEN=24
 
 EXIT_TIMEOUT=124
@@ -55,6 +59,7 @@ usage() {
     cat <<'EOF'
 usage: run-in-guest.sh [OPTIONS] -- COMMAND [ARG...]
        run-in-guest.sh [OPTIONS] --pair 'SHELL COMMAND A' 'SHELL COMMAND B'
+       run-in-guest.sh [OPTIONS] --group 'SHELL COMMAND A' 'B' 'C' ...
        run-in-guest.sh --prepare
 
 Boots a QEMU guest (Debian's kernel, rdma_rxe Soft-RoCE device rxe0 on eth0,
@@ -69,12 +74,15 @@ options:
                      emulated link; runs 'A' in guest a and 'B' in guest b (each
                      with bash -c), both started once both guests are up;
                      output lines are prefixed with [a] / [b]
+  --group            two to four guests (a, b, c, d: 10.0.2.15, .16, .17, .18),
+                     as --pair, one shell command each; three or more share one
+                     emulated segment (tests/rdma_vm/udp_hub.py)
   --writable DIR     make host DIR writable in the guest (repeatable); anything
                      else the guest writes is discarded at poweroff
   --env NAME=VALUE   extra environment variable for the command (repeatable)
   --smp N            vCPUs per guest (default 2; 1 in --pair mode)
   --mem MB           guest memory (default 2048)
-  --console-log FILE keep the guest's console log (pair: FILE.a, FILE.b)
+  --console-log FILE keep the guest's console log (pair: FILE.a, FILE.b, ...)
   -v, --verbose      also stream the guest console to stderr
   -q, --quiet        no harness progress messages
   --prepare          only install packages and fetch the kernel, then exit
@@ -84,9 +92,12 @@ environment: VSOCKET_RDMA_VM_CACHE (kernel cache dir, default
 /var/cache/vsocket-rdma-vm), VSOCKET_RDMA_KERNEL (kernel ABI to use, e.g.
 6.1.0-57-amd64; default: the cached one, else the one linux-image-amd64 names).
 
-In the guest: VSOCKET_RDMA_GUEST=1, VSOCKET_RDMA_ROLE (single|a|b),
-VSOCKET_RDMA_SELF_IP, VSOCKET_RDMA_PEER_IP, VSOCKET_RDMA_DEV=rxe0,
-VSOCKET_RDMA_GID_INDEX=1 (RoCE v2 IPv4 GID: perftest -x 1, ibv_* -g 1).
+In the guest: VSOCKET_RDMA_GUEST=1, VSOCKET_RDMA_ROLE (single|a|b|c|d),
+VSOCKET_RDMA_SELF_IP, VSOCKET_RDMA_PEER_IP (the next guest, a after the
+last; self in single mode), VSOCKET_RDMA_GROUP_IPS (every guest's address,
+in order) and VSOCKET_RDMA_GROUP_INDEX (this guest's place in it, from 0),
+VSOCKET_RDMA_DEV=rxe0, VSOCKET_RDMA_GID_INDEX=1 (RoCE v2 IPv4 GID: perftest
+-x 1, ibv_* -g 1).
 
 exit status: the command's; 124 guest deadline hit; 125 harness/setup failure.
 EOF
@@ -117,7 +128,8 @@ parse_args() {
     while (($#)); do
         case $1 in
         --timeout) TIMEOUT=${2:?--timeout needs a value}; shift 2 ;;
-        --pair) MODE=pair; shift ;;
+        --pair) MODE=pair; GROUP_OPTION=--pair; shift ;;
+        --group) MODE=pair; GROUP_OPTION=--group; shift ;;
         --writable) add_writable "${2:?--writable needs a directory}"; shift 2 ;;
         --env) [[ ${2:-} == [A-Za-z_]*=* ]] || die "--env wants NAME=VALUE"
                EXTRA_ENV+=("$2"); shift 2 ;;
@@ -139,7 +151,13 @@ parse_args() {
     [[ $MEM_MB =~ ^[0-9]+$ ]] || die "--mem wants megabytes"
     case $MODE in
     single) ((${#CMD[@]} >= 1)) || { usage >&2; die "no command given"; } ;;
-    pair) ((${#CMD[@]} == 2)) || { usage >&2; die "--pair wants exactly two shell commands"; } ;;
+    pair)
+        if [[ $GROUP_OPTION == --pair ]]; then
+            ((${#CMD[@]} == 2)) || { usage >&2; die "--pair wants exactly two shell commands"; }
+        else
+            ((${#CMD[@]} >= 2 && ${#CMD[@]} <= MAX_GROUP)) ||
+                { usage >&2; die "--group wants 2 to $MAX_GROUP shell commands"; }
+        fi ;;
     esac
     if [[ -z $SMP ]]; then
         if [[ $MODE == pair ]]; then SMP=1; else SMP=2; fi
@@ -303,22 +321,26 @@ sh_quote() {
 # Fill the writable 9p share of one guest: stage2.sh; guest.conf (settings);
 # command.sh (`exec 'arg0' ...`); env.sh (--env); rw-shares (--writable
 # dirs, one a line); empty stdout/stderr for the streams to follow.
-# Args: IO_DIR ROLE SELF_IP PEER_IP COMMAND...
+# Guest INDEX of the global ROLES/IPS (single mode: one of each).
+# Args: IO_DIR INDEX COMMAND...
 write_guest_io() {
-    local io=$1 role=$2 self_ip=$3 peer_ip=$4 arg kv
-    shift 4
+    local io=$1 index=$2 arg kv i peers=""
+    shift 2
+    local role=${ROLES[$index]} n=${#ROLES[@]}
+    for i in "${!ROLES[@]}"; do
+        ((i == index)) || peers+="${peers:+ }${ROLES[$i]}"
+    done
     mkdir -p "$io"
     cp "$GUEST_DIR/stage2.sh" "$io/stage2.sh"
     : >"$io/stdout"
     : >"$io/stderr"
-    local peer_role=none
-    case $role in a) peer_role=b ;; b) peer_role=a ;; esac
     {
         echo "# written by run-in-guest.sh"
         echo "KVER=$(sh_quote "$KVER")"
         echo "MODDIR=$(sh_quote "$KROOT/lib/modules/$KVER")"
-        echo "ROLE=$role PEER_ROLE=$peer_role"
-        echo "SELF_IP=$self_ip PEER_IP=$peer_ip PREFIX_LEN=$PREFIX_LEN"
+        echo "ROLE=$role PEER_ROLES='$peers'"
+        echo "SELF_IP=${IPS[$index]} PEER_IP=${IPS[$(((index + 1) % n))]} PREFIX_LEN=$PREFIX_LEN"
+        echo "GROUP_IPS='${IPS[*]}' GROUP_INDEX=$index GROUP_ROLES='${ROLES[*]}'"
         echo "GUEST_CWD=$(sh_quote "$PWD")"
         echo "PAIR_WAIT=$TIMEOUT"
     } >"$io/guest.conf"
@@ -398,28 +420,34 @@ stream() {
     fi
 }
 
-# Pair mode: stop the guest that is not ROLE, if it still runs.
-stop_other_guest() {
-    local role=$1 other=a
-    [[ $role == a ]] && other=b
-    if kill -0 "${GUEST_PIDS[$other]}" 2>/dev/null; then
-        log "guest $role ended without an exit status; stopping guest $other"
-        kill -TERM "${GUEST_PIDS[$other]}" 2>/dev/null || true
-    fi
+# Pair mode: stop the guests that are not ROLE, if they still run.
+stop_other_guests() {
+    local role=$1 other
+    for other in "${ROLES[@]}"; do
+        [[ $other == "$role" ]] && continue
+        if kill -0 "${GUEST_PIDS[$other]}" 2>/dev/null; then
+            log "guest $role ended without an exit status; stopping guest $other"
+            kill -TERM "${GUEST_PIDS[$other]}" 2>/dev/null || true
+        fi
+    done
 }
 
-# Two free UDP ports on 127.0.0.1 for the pair link.
+# COUNT consecutive free UDP ports on 127.0.0.1 from PORT_BASE: one per
+# guest's link end, and the hub's after them for three guests or more.
 pick_udp_ports() {
-    local base tries=0
+    local count=$1 base tries=0 i busy
     while ((tries++ < 50)); do
         base=$(shuf -i 20000-60000 -n 1)
-        if ! ss -Hlun "( sport = :$base or sport = :$((base + 1)) )" 2>/dev/null | grep -q .; then
-            PORT_A=$base
-            PORT_B=$((base + 1))
+        busy=0
+        for ((i = 0; i < count; i++)); do
+            if ss -Hlun "sport = :$((base + i))" 2>/dev/null | grep -q .; then busy=1; break; fi
+        done
+        if ((busy == 0)); then
+            PORT_BASE=$base
             return 0
         fi
     done
-    die "no free UDP port pair found"
+    die "no $count free UDP ports found"
 }
 
 # Interpret how one guest ended; prints the reason on stderr; echoes the status.
@@ -458,6 +486,9 @@ boot_seconds() {
 RUN_DIR=
 declare -A GUEST_PIDS=()
 STREAM_PIDS=()
+HUB_PID=
+ROLES=()
+IPS=()
 
 cleanup() {
     local pid
@@ -470,6 +501,10 @@ cleanup() {
     for pid in "${STREAM_PIDS[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
+    if [[ -n $HUB_PID ]]; then
+        kill "$HUB_PID" 2>/dev/null || true
+        wait "$HUB_PID" 2>/dev/null || true
+    fi
     if [[ -n $RUN_DIR && -d $RUN_DIR ]]; then
         rm -rf "$RUN_DIR"
     fi
@@ -500,25 +535,47 @@ main() {
     INITRD=$RUN_DIR/initramfs.cpio
     build_initramfs "$INITRD" "$RUN_DIR/initramfs"
 
-    local roles=()
+    local roles=() i n
     START_NS=$(date +%s%N)
     if [[ $MODE == single ]]; then
         roles=(single)
-        write_guest_io "$RUN_DIR/io-single" single "$IP_A" "$IP_A" "${CMD[@]}"
+        ROLES=(single)
+        IPS=("$IP_A")
+        write_guest_io "$RUN_DIR/io-single" 0 "${CMD[@]}"
         log "booting guest (kernel $KVER, TCG, ${SMP} vCPU, deadline ${TIMEOUT}s)"
         start_guest single "$RUN_DIR/io-single" "$RUN_DIR/console-single.log" \
             "user,id=n0,restrict=on" 52:54:00:12:34:56
     else
-        roles=(a b)
+        n=${#CMD[@]}
+        ROLES=("${GROUP_ROLES[@]:0:n}")
+        roles=("${ROLES[@]}")
+        IPS=()
+        for ((i = 0; i < n; i++)); do IPS+=("10.0.2.$((15 + i))"); done
         mkdir -p "$RUN_DIR/pairsync"
-        pick_udp_ports
-        write_guest_io "$RUN_DIR/io-a" a "$IP_A" "$IP_B" bash -c "${CMD[0]}"
-        write_guest_io "$RUN_DIR/io-b" b "$IP_B" "$IP_A" bash -c "${CMD[1]}"
-        log "booting guests a and b (kernel $KVER, TCG, ${SMP} vCPU each, link udp 127.0.0.1:$PORT_A<->$PORT_B, deadline ${TIMEOUT}s)"
-        start_guest a "$RUN_DIR/io-a" "$RUN_DIR/console-a.log" \
-            "socket,id=n0,udp=127.0.0.1:$PORT_B,localaddr=127.0.0.1:$PORT_A" 52:54:00:12:34:0a
-        start_guest b "$RUN_DIR/io-b" "$RUN_DIR/console-b.log" \
-            "socket,id=n0,udp=127.0.0.1:$PORT_A,localaddr=127.0.0.1:$PORT_B" 52:54:00:12:34:0b
+        # Two guests: each NIC's datagrams go straight to the other's port.
+        # Three or more: to the hub's port (the last), which copies each to
+        # every other guest.
+        pick_udp_ports $((n == 2 ? 2 : n + 1))
+        local hub=$((PORT_BASE + n)) link ports=()
+        for ((i = 0; i < n; i++)); do ports+=($((PORT_BASE + i))); done
+        if ((n > 2)); then
+            /usr/bin/python3 "$SCRIPT_DIR/udp_hub.py" "$hub" "${ports[@]}" &
+            HUB_PID=$!
+            link="hub udp 127.0.0.1:$hub"
+        else
+            link="udp 127.0.0.1:${ports[0]}<->${ports[1]}"
+        fi
+        for ((i = 0; i < n; i++)); do
+            write_guest_io "$RUN_DIR/io-${ROLES[$i]}" "$i" bash -c "${CMD[$i]}"
+        done
+        log "booting guests ${ROLES[*]} (kernel $KVER, TCG, ${SMP} vCPU each, link $link, deadline ${TIMEOUT}s)"
+        for ((i = 0; i < n; i++)); do
+            local to=$hub
+            ((n == 2)) && to=${ports[$((1 - i))]}
+            start_guest "${ROLES[$i]}" "$RUN_DIR/io-${ROLES[$i]}" "$RUN_DIR/console-${ROLES[$i]}.log" \
+                "socket,id=n0,udp=127.0.0.1:$to,localaddr=127.0.0.1:${ports[$i]}" \
+                "52:54:00:12:34:0$(printf '%x' $((10 + i)))"
+        done
     fi
 
     # Stream output (and, with -v, the console) while the guests run.
@@ -558,7 +615,7 @@ main() {
                 # A pair guest that died without a status leaves its peer
                 # waiting (barrier, server) until the deadline: stop it now.
                 if [[ $MODE == pair && ! -s $RUN_DIR/io-$role/status ]]; then
-                    stop_other_guest "$role"
+                    stop_other_guests "$role"
                 fi
             fi
         done
@@ -574,8 +631,9 @@ main() {
         if [[ $MODE == single ]]; then
             cp "$RUN_DIR/console-single.log" "$CONSOLE_LOG"
         else
-            cp "$RUN_DIR/console-a.log" "$CONSOLE_LOG.a"
-            cp "$RUN_DIR/console-b.log" "$CONSOLE_LOG.b"
+            for role in "${roles[@]}"; do
+                cp "$RUN_DIR/console-$role.log" "$CONSOLE_LOG.$role"
+            done
         fi
     fi
 

@@ -70,7 +70,8 @@ mount_early() {
     mount -t 9p -o "$NINEP" vsocketio /io || fail "mount 9p share vsocketio"
     IO_MOUNTED=1
     echo stage1 >/io/progress
-    # KVER MODDIR ROLE PEER_ROLE SELF_IP PEER_IP PREFIX_LEN PAIR_WAIT
+    # KVER MODDIR ROLE PEER_ROLES SELF_IP PEER_IP PREFIX_LEN GROUP_IPS
+    # GROUP_INDEX GROUP_ROLES PAIR_WAIT
     . /io/guest.conf || fail "cannot read guest.conf"
 }
 
@@ -121,7 +122,13 @@ setup_network() {
     ip addr add "$SELF_IP/$PREFIX_LEN" dev eth0 || fail "ip addr add $SELF_IP"
     ip link set eth0 up || fail "ip link set eth0 up"
     hostname "vsocket-$ROLE"
-    printf '127.0.0.1 localhost\n%s vsocket-%s\n' "$SELF_IP" "$ROLE" >"$ROOT/etc/hosts"
+    printf '127.0.0.1 localhost\n' >"$ROOT/etc/hosts"
+    # Every guest of the group by name (single mode: this one).
+    set -- $GROUP_ROLES
+    for ip in $GROUP_IPS; do
+        printf '%s vsocket-%s\n' "$ip" "$1" >>"$ROOT/etc/hosts"
+        shift
+    done
 }
 
 rxe_port_active() {
@@ -144,14 +151,16 @@ setup_rxe() {
     wait_for 10 "no /dev/infiniband/rdma_cm" test -c "$ROOT/dev/infiniband/rdma_cm"
 }
 
-# --- 6. pair mode: start both commands together ----------------------------------------
+# --- 6. pair/group mode: start every command together ------------------------------------
 # Each guest writes ready-<role> into the shared "pairsync" dir and waits for
-# the other's, so that neither command starts while its peer is still booting.
+# the others', so that no command starts while a peer is still booting.
 pair_barrier() {
     mkdir -p /pairsync
     mount -t 9p -o "$NINEP" pairsync /pairsync || fail "mount pairsync share"
     echo ready >"/pairsync/ready-$ROLE"
-    wait_for "$PAIR_WAIT" "peer guest $PEER_ROLE did not come up" test -e "/pairsync/ready-$PEER_ROLE"
+    for peer in $PEER_ROLES; do
+        wait_for "$PAIR_WAIT" "peer guest $peer did not come up" test -e "/pairsync/ready-$peer"
+    done
     umount /pairsync
 }
 

@@ -37,6 +37,7 @@ echo "rdma_vm stage2 [${up}s]: running command" >&2
 (
     export VSOCKET_RDMA_GUEST=1 VSOCKET_RDMA_ROLE="$ROLE"
     export VSOCKET_RDMA_SELF_IP="$SELF_IP" VSOCKET_RDMA_PEER_IP="$PEER_IP"
+    export VSOCKET_RDMA_GROUP_IPS="$GROUP_IPS" VSOCKET_RDMA_GROUP_INDEX="$GROUP_INDEX"
     export VSOCKET_RDMA_DEV=rxe0 VSOCKET_RDMA_GID_INDEX=1
     . "$IO/env.sh"       # --env NAME=VALUE, as `export 'NAME=VALUE'` lines
     . "$IO/command.sh"   # `exec 'arg0' 'arg1' ...`
