@@ -10,6 +10,7 @@
 
 #include "base/shared_file_fault_guard.h"
 #include "fifo_bridge/ring_layout.h"
+#include "fifo_bridge/shm_pool.h"
 #include "fifo_bridge/shm_segment.h"
 
 namespace vsocket::fifo {
@@ -19,8 +20,10 @@ constexpr size_t kPage = 4096;
 
 // Async-signal-safe: a segment's mapping gets zero pages and reset rings.
 bool RecoverSegment(const SharedFileMapping& m) {
-  if (m.offset != 0) return false;
   const char* name = std::strrchr(m.path, '/');
+  // A pool resets every connection of its own, and no other.
+  if (name != nullptr && std::strncmp(name + 1, "pool-", 5) == 0) return RecoverPoolMapping(m);
+  if (m.offset != 0) return false;
   if (name != nullptr && std::strncmp(name + 1, "stat-", 5) == 0) return false;
   size_t bytes = m.end - m.start;
   if (bytes < kSegmentHeaderBytes + 2 * kPage || (bytes - kSegmentHeaderBytes) % (2 * kPage))

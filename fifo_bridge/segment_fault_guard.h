@@ -13,7 +13,13 @@
 //    never delivered as data -- except through an in-place view
 //    (vsocket_recv_inplace) the program holds while the pages go).
 //
-// Who installs: ShmSegment, at the first mapping of a segment.
+//  - a mapping of a pool (a file named pool-*, shm_pool.h) gets the same
+//    for every slice it covers (RecoverPoolMapping): every connection of
+//    that pool is reset, and the pool is marked lost (no new offer uses
+//    it); other pools' mappings are other lines of /proc/self/maps and
+//    are not touched.
+//
+// Who installs: ShmSegment and the pools, at the first mapping.
 #ifndef VSOCKET_FIFO_BRIDGE_SEGMENT_FAULT_GUARD_H_
 #define VSOCKET_FIFO_BRIDGE_SEGMENT_FAULT_GUARD_H_
 

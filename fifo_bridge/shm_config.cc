@@ -16,6 +16,10 @@ ShmConfig ParseShmConfig(ConfigLookup lookup, void* context) {
     if (ParseConfigSize(v, &n) && n <= (1u << 24)) config.max_shm_connections = static_cast<uint32_t>(n);
     else WarnConfigValue("VSOCKET_MAX_SHM_CONNECTIONS", v, "expected 0..16777216");
   }
+  if (const char* v = lookup("VSOCKET_SHM_POOL", context)) {
+    if (v[0] != '\0' && (v[0] == '0' || v[0] == '1') && v[1] == '\0') config.pool = v[0] == '1';
+    else WarnConfigValue("VSOCKET_SHM_POOL", v, "expected 0 or 1");
+  }
   return config;
 }
 

@@ -388,7 +388,7 @@ class ShmTransportProvider final : public TransportProvider {
     int err = sealed
                   ? ShmSegment::CreateSealedOffer(options.ring_bytes, &segment)
                   : ShmSegment::CreateOffer(key, options.ring_bytes, &segment,
-                                            offer_names.euid);
+                                            offer_names.euid, GetShmConfig().pool);
     if (err != 0) {
       VSOCKET_LOG(kDebug, "offer %s: segment: %s", key.c_str(), strerror(-err));
       return {ReasonForSetupError(err), true};

@@ -29,9 +29,7 @@ size_t RingStride(uint64_t capacity) {
 }
 
 // The directory of user `euid`'s offers.
-std::string Directory(uid_t euid) {
-  return "/dev/shm/vsocket-" + std::to_string(euid);
-}
+std::string Directory(uid_t euid) { return ShmDirectory(euid); }
 
 bool ProcessIsGone(uint32_t pid) {
   pid_t owner = static_cast<pid_t>(pid);
@@ -57,8 +55,40 @@ bool NobodyUses(const SegmentHeader& header) {
   return client_done && server_done;
 }
 
+// A pool's offer name (a symlink) nobody will use again: its text is not
+// an offer's, its pool is gone, its slice has moved on to another
+// generation, or neither side uses it.  `target` is its text.
+bool IsStalePoolName(const std::string& dir, std::string_view target) {
+  PoolOfferTarget t;
+  if (!ParsePoolOfferTarget(target, &t)) return true;
+  int fd = ::open((dir + "/" + t.pool).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  SegmentHeader header;
+  ssize_t n = ::pread(fd, &header, sizeof(header),
+                      static_cast<off_t>(uint64_t{t.slice} * PoolSliceBytes(t.capacity)));
+  sys::close(fd);
+  if (n != static_cast<ssize_t>(sizeof(header)) || header.magic != kSegmentMagic ||
+      header.slice_generation != t.generation) {
+    return true;
+  }
+  return NobodyUses(header);
+}
+
+// The symlink at `path`'s text, or false when it is not one.
+bool ReadName(const std::string& path, std::string* target) {
+  char buf[256];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf));
+  if (n < 0 || n >= static_cast<ssize_t>(sizeof(buf))) return false;
+  target->assign(buf, static_cast<size_t>(n));
+  return true;
+}
+
 // A name left behind by processes that no longer use it may be reused.
 bool IsStale(const std::string& path) {
+  std::string target;
+  if (ReadName(path, &target)) {
+    return IsStalePoolName(path.substr(0, path.rfind('/')), target);
+  }
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;
   SegmentHeader header;
@@ -129,6 +159,34 @@ size_t SweepDeadOffers() {
       continue;
     }
     std::string path = dir + "/" + entry->d_name;
+    std::string target;
+    bool maybe_link = entry->d_type == DT_LNK || entry->d_type == DT_UNKNOWN;
+    if (maybe_link && ReadName(path, &target)) {
+      // A pool's offer name: unlinked only while it still says the same.
+      std::string again;
+      if (IsStalePoolName(dir, target) && ReadName(path, &again) && again == target &&
+          ::unlink(path.c_str()) == 0) {
+        ++removed;
+      }
+      continue;
+    }
+    uint32_t owner_pid = 0;
+    uint64_t capacity = 0;
+    if (ParsePoolName(entry->d_name, &owner_pid, &capacity)) {
+      // A pool: dead with its owner (servers that map it keep their
+      // mapping).  Its first slice names the owner's PID namespace.
+      int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+      if (fd < 0) continue;
+      SegmentHeader header{};
+      bool read = ::pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header));
+      sys::close(fd);
+      // (A file truncated below one header names no namespace.)
+      if (!(read && OfAnotherPidNamespace(header)) && ProcessIsGone(owner_pid) &&
+          ::unlink(path.c_str()) == 0) {
+        ++removed;
+      }
+      continue;
+    }
     int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) continue;
     struct stat opened, named;
@@ -157,7 +215,17 @@ bool IsValidSegmentHeader(const SegmentHeader& header, uint64_t file_bytes) {
 }
 
 ShmSegment::~ShmSegment() {
-  if (base_) ::munmap(base_, bytes_);
+  if (pooled_) {
+    // The pool stays mapped.  The owner queues the slice for reuse; the
+    // server's last holder says it no longer touches it.
+    if (slice_.owner != nullptr) {
+      ReturnPoolSlice(slice_);
+    } else if (released_as_ == kServerReleased) {
+      header_->released.fetch_or(kServerDetached, std::memory_order_acq_rel);
+    }
+  } else if (base_) {
+    ::munmap(base_, bytes_);
+  }
   if (fd_ >= 0) sys::close(fd_);
 }
 
@@ -195,14 +263,12 @@ bool ShmSegment::NameExists(const std::string& key, uid_t euid) {
   return ::access((Directory(euid) + "/" + key).c_str(), F_OK) == 0;
 }
 
-int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
-                            std::unique_ptr<ShmSegment>* out, uid_t euid) {
-  if (!IsValidCapacity(capacity)) return -EINVAL;
-  std::string dir = Directory(euid);
-  if (int err = sys::EnsurePrivateDirectory(dir, euid)) return err;
-  // Offers of clients that died before a claim or a revoke (e.g. killed
-  // inside connect) have nobody left to unlink them: the first offer of
-  // each process, then one every kSweepIntervalS, removes them.
+namespace {
+
+// Offers of clients that died before a claim or a revoke (e.g. killed
+// inside connect) have nobody left to unlink them: the first offer of
+// each process, then one every kSweepIntervalS, removes them.
+void SweepWhenDue() {
   static std::atomic<int64_t> next_sweep_s{0};
   int64_t now_s = MonotonicSeconds();
   int64_t due = next_sweep_s.load(std::memory_order_relaxed);
@@ -210,6 +276,78 @@ int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
                           due, now_s + kSweepIntervalS, std::memory_order_relaxed)) {
     SweepDeadOffers();
   }
+}
+
+}  // namespace
+
+int ShmSegment::CreatePoolOffer(const std::string& key, uint64_t capacity,
+                                std::unique_ptr<ShmSegment>* out, uid_t euid) {
+  SweepWhenDue();
+  PoolSlice slice;
+  if (int err = AcquirePoolSlice(euid, capacity, &slice)) return err;
+  std::unique_ptr<ShmSegment> segment(new ShmSegment());
+  segment->pooled_ = true;
+  segment->base_ = slice.mapping->slice_base(slice.slice);
+  segment->capacity_ = capacity;
+  segment->header_ = static_cast<SegmentHeader*>(segment->base_);
+  segment->target_ = FormatPoolOfferTarget(slice.mapping->name(), slice.slice, slice.generation);
+  segment->slice_ = std::move(slice);
+  // The header first: a server that finds the name finds the offer.
+  segment->InitOfferHeader(capacity);
+  std::string dir = Directory(euid);
+  std::string path = dir + "/" + key;
+  for (int attempt = 0;; ++attempt) {
+    if (::symlink(segment->target_.c_str(), path.c_str()) == 0) break;
+    // The segment's destructor queues the slice again (never claimed).
+    if (attempt >= 2 || errno != EEXIST || !IsStale(path)) return -EADDRINUSE;
+    ::unlink(path.c_str());
+  }
+  segment->path_ = path;
+  segment->linked_ = true;
+  segment->own_name_ = true;
+  *out = std::move(segment);
+  return 0;
+}
+
+int ShmSegment::OpenPoolOffer(const std::string& path, std::string_view target, uid_t euid,
+                              std::unique_ptr<ShmSegment>* out) {
+  PoolOfferTarget t;
+  if (!ParsePoolOfferTarget(target, &t)) return -EINVAL;
+  std::shared_ptr<PoolMapping> mapping;
+  int err = MapPeerPool(t.pool, euid, &mapping);
+  // The name was there: a pool that is not is a bad offer, not no offer.
+  if (err == -ENOENT) err = -EINVAL;
+  if (err != 0) return err;
+  if (t.slice >= mapping->slices()) return -EINVAL;
+  // A private copy of the untrusted header.
+  SegmentHeader header;
+  std::memcpy(static_cast<void*>(&header), mapping->slice_base(t.slice), sizeof(header));
+  if (!IsValidSegmentHeader(header, mapping->slice_bytes()) ||
+      header.ring_capacity != t.capacity || header.slice_generation != t.generation) {
+    return -EINVAL;
+  }
+  std::unique_ptr<ShmSegment> segment(new ShmSegment());
+  segment->pooled_ = true;
+  segment->base_ = mapping->slice_base(t.slice);
+  segment->capacity_ = t.capacity;
+  segment->header_ = static_cast<SegmentHeader*>(segment->base_);
+  segment->slice_.slice = t.slice;
+  segment->slice_.generation = t.generation;
+  segment->slice_.mapping = std::move(mapping);
+  segment->target_.assign(target);
+  segment->path_ = path;
+  segment->linked_ = true;
+  *out = std::move(segment);
+  return 0;
+}
+
+int ShmSegment::CreateOffer(const std::string& key, uint64_t capacity,
+                            std::unique_ptr<ShmSegment>* out, uid_t euid, bool pooled) {
+  if (!IsValidCapacity(capacity)) return -EINVAL;
+  if (pooled) return CreatePoolOffer(key, capacity, out, euid);
+  std::string dir = Directory(euid);
+  if (int err = sys::EnsurePrivateDirectory(dir, euid)) return err;
+  SweepWhenDue();
   std::string path = dir + "/" + key;
   int fd = -1;
   for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
@@ -297,6 +435,7 @@ void ShmSegment::InitOfferHeader(uint64_t capacity) {
     header->client_pid_namespace = sys::PidNamespaceId();
   }
   header->server_pid = 0;
+  header->slice_generation = pooled_ ? slice_.generation : 0;
   header->released.store(0, std::memory_order_relaxed);
   header->claim.store(kOffered, std::memory_order_relaxed);
   for (Direction d : {Direction::kClientToServer, Direction::kServerToClient}) {
@@ -342,6 +481,13 @@ int ShmSegment::ValidateAndMap(int fd, bool sealed_ok, uid_t euid,
 int ShmSegment::OpenOffer(const std::string& key, uid_t euid,
                           std::unique_ptr<ShmSegment>* out) {
   std::string path = Directory(euid) + "/" + key;
+  // A pool's slice is named by a symlink; a segment's file is not one
+  // (readlink: EINVAL).
+  char target[256];
+  ssize_t n = ::readlink(path.c_str(), target, sizeof(target));
+  if (n >= static_cast<ssize_t>(sizeof(target))) return -EINVAL;
+  if (n >= 0) return OpenPoolOffer(path, std::string_view(target, static_cast<size_t>(n)), euid, out);
+  if (errno != EINVAL) return -errno;
   int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -errno;
   int err = ValidateAndMap(fd, /*sealed_ok=*/false, euid, out);
@@ -357,6 +503,22 @@ int ShmSegment::OpenOffer(const std::string& key, uid_t euid,
 int ShmSegment::AdoptInherited(int fd, const std::string& key,
                                std::unique_ptr<ShmSegment>* out) {
   int flags = sys::fcntl(fd, F_GETFL);
+  std::string target;
+  if (!key.empty() && ReadName(Directory(::geteuid()) + "/" + key, &target)) {
+    // A pool's slice: the name says which; `fd` must be that pool.
+    std::unique_ptr<ShmSegment> segment;
+    struct stat st;
+    bool ok = flags >= 0 && (flags & O_ACCMODE) == O_RDWR && ::fstat(fd, &st) == 0 &&
+              OpenPoolOffer(Directory(::geteuid()) + "/" + key, target, ::geteuid(),
+                            &segment) == 0 &&
+              segment->slice_.mapping->dev() == st.st_dev &&
+              segment->slice_.mapping->ino() == st.st_ino &&
+              segment->header_->claim.load(std::memory_order_acquire) == kClaimed;
+    sys::close(fd);  // the name and the cached mapping hold it
+    if (!ok) return -EINVAL;
+    *out = std::move(segment);
+    return 0;
+  }
   std::unique_ptr<ShmSegment> segment;
   if (flags < 0 || (flags & O_ACCMODE) != O_RDWR ||
       ValidateAndMap(fd, /*sealed_ok=*/true, ::geteuid(), &segment) != 0) {
@@ -380,6 +542,10 @@ int ShmSegment::AdoptInherited(int fd, const std::string& key,
 }
 
 bool ShmSegment::NamesThisFile() const {
+  if (pooled_) {
+    std::string target;
+    return own_name_ || (ReadName(path_, &target) && target == target_);
+  }
   if (ino_ == 0) return true;  // the client's own name (CreateOffer)
   struct stat named;
   return ::lstat(path_.c_str(), &named) == 0 && named.st_dev == dev_ &&
@@ -397,11 +563,27 @@ void ShmSegment::ReleaseName(bool client, bool peer_gone) {
   uint32_t mine = client ? kClientReleased : kServerReleased;
   uint32_t peer = client ? kServerReleased : kClientReleased;
   uint32_t before = header_->released.fetch_or(mine, std::memory_order_acq_rel);
+  released_as_ = mine;
   if ((before & peer) || peer_gone) Unlink();
 }
 
 int ShmSegment::DescriptorForExec() {
   if (fd_ >= 0 || !linked_) return fd_;
+  if (pooled_) {
+    // The pool's file, opened again by its name: the new image finds the
+    // slice by the symlink (AdoptInherited).
+    std::string pool = path_.substr(0, path_.rfind('/') + 1) + slice_.mapping->name();
+    int fd = ::open(pool.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || st.st_dev != slice_.mapping->dev() ||
+        st.st_ino != slice_.mapping->ino()) {
+      sys::close(fd);
+      return -1;
+    }
+    fd_ = sys::MovePrivate(fd);
+    return fd_;
+  }
   int fd = ::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -1;
   struct stat st;

@@ -30,16 +30,19 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "fifo_bridge/ring_layout.h"
+#include "fifo_bridge/shm_pool.h"
 
 namespace vsocket::fifo {
 
 inline constexpr uint64_t kSegmentMagic = 0x3147455354534b56ull;  // "VSKTSEG1"
 // 2: the move to TCP; 3: names live until release; 4: the client pid
 // namespace; 5: RingControl::written (held sends a reader takes at the
-// writer's death)
-inline constexpr uint32_t kSegmentVersion = 5;
+// writer's death); 6: slices of pools (SegmentHeader::slice_generation,
+// the kServerDetached released bit: shm_pool.h)
+inline constexpr uint32_t kSegmentVersion = 6;
 inline constexpr size_t kSegmentHeaderBytes = 4096;
 // The header page also holds one slot per side for that side's SideState
 // (side_state.h), written only by the processes of that side.
@@ -78,6 +81,10 @@ struct SegmentHeader {
   // written with client_pid.  A server of another one declines the offer:
   // the pids in this header would name other processes there.
   uint64_t client_pid_namespace;
+  // A pool's slice (shm_pool.h): its reuse count, which the offer's name
+  // repeats; 0 in a segment of its own.
+  uint32_t slice_generation;
+  uint32_t reserved;
 };
 
 enum class Direction { kClientToServer = 0, kServerToClient = 1 };
@@ -95,14 +102,20 @@ class ShmSegment {
 
   // Client: creates and maps a new offer named `key`.  Returns 0 or -errno
   // (-EADDRINUSE if a live process holds the name, -EPERM if the directory
-  // is not private to this user).
+  // is not private to this user).  With `pooled`, the offer is a slice of
+  // this process's pool (shm_pool.h) and its name a symlink to
+  // "<pool>#<slice>#<generation>"; else a file of its own.
   // REQUIRES: `euid` is this process's effective uid.
   static int CreateOffer(const std::string& key, uint64_t capacity,
-                         std::unique_ptr<ShmSegment>* out, uid_t euid = ::geteuid());
+                         std::unique_ptr<ShmSegment>* out, uid_t euid = ::geteuid(),
+                         bool pooled = false);
   // Server: opens and maps the offer `key` in the directory of user
   // `euid`, which must be this process's effective uid (the caller has
   // read it already).  Returns 0, -ENOENT when there is none (peer is not
-  // vsocket), or -EINVAL when it fails validation.
+  // vsocket), or -EINVAL when it fails validation.  A symlink names a pool's
+  // slice: its text is parsed strictly (ParsePoolOfferTarget), the pool
+  // mapped once per process (MapPeerPool) and the slice's header checked,
+  // its generation the name's.
   static int OpenOffer(const std::string& key, uid_t euid,
                        std::unique_ptr<ShmSegment>* out);
   static int OpenOffer(const std::string& key, std::unique_ptr<ShmSegment>* out) {
@@ -119,7 +132,7 @@ class ShmSegment {
   static int AdoptHandedOffer(int fd, std::unique_ptr<ShmSegment>* out);
 
   // A segment handed over across exec: `fd` is the inherited descriptor of
-  // the file, which must be private to this user (or a sealed offer of
+  // the file (or of the pool, whose slice the symlink `key` still names), which must be private to this user (or a sealed offer of
   // another user's) and hold a valid, claimed segment.  `key` is the
   // connection's: while the name still names this file, the descriptor is
   // closed and the name kept, as for any other named segment.  Takes
@@ -151,6 +164,9 @@ class ShmSegment {
   // A sealed segment (a memfd that another user may map) rather than a
   // file private to this user.
   bool sealed() const { return sealed_; }
+  // A slice of a pool rather than a file of its own.
+  bool pooled() const { return pooled_; }
+  const PoolSlice& pool_slice() const { return slice_; }
   // The slot of the header page for one side's SideState, kSideStateSlotBytes
   // long.  REQUIRES: !sealed(): another user's process must not share a page
   // with our locks.
@@ -182,6 +198,11 @@ class ShmSegment {
   bool NamesThisFile() const;
   // Writes a fresh offer's header into a mapped segment.
   void InitOfferHeader(uint64_t capacity);
+  // CreateOffer and OpenOffer for a pool's slice.
+  static int CreatePoolOffer(const std::string& key, uint64_t capacity,
+                             std::unique_ptr<ShmSegment>* out, uid_t euid);
+  static int OpenPoolOffer(const std::string& path, std::string_view target, uid_t euid,
+                           std::unique_ptr<ShmSegment>* out);
 
   std::string path_;
   bool linked_ = false;
@@ -195,6 +216,13 @@ class ShmSegment {
   size_t bytes_ = 0;
   uint64_t capacity_ = 0;
   SegmentHeader* header_ = nullptr;
+  // A pool's slice: the mapping is the pool's (never unmapped here), the
+  // name a symlink whose text is target_.
+  bool pooled_ = false;
+  PoolSlice slice_;
+  std::string target_;
+  bool own_name_ = false;        // the client's: its port guards the key
+  uint32_t released_as_ = 0;     // the released bit ReleaseName set, if any
 };
 
 // Unlinks the files in this user's directory that nobody will use again:

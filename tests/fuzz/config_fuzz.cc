@@ -26,7 +26,7 @@ const char* const kNames[] = {
     "VSOCKET_SPIN_US",        "VSOCKET_LOG",
     "VSOCKET_STATS",          "VSOCKET_STDIO",
     "VSOCKET_FD_SHARE",       "VSOCKET_MAX_SHM_CONNECTIONS",
-    "VSOCKET_CLAIM_TIMEOUT_MS"};
+    "VSOCKET_CLAIM_TIMEOUT_MS", "VSOCKET_SHM_POOL"};
 constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
 
 // The reference: the exact value of <digits>[suffix], or false.
