@@ -104,6 +104,7 @@ struct Segment {
   uint8_t* base = nullptr;
   size_t bytes = 0;
   uint64_t capacity = 0;
+  bool pooled = false;  // a slice of a pool: fd is the whole pool's file
 
   // d: fifo::Direction's value (0 client->server, 1 server->client).
   fifo::RingControl* control(int d) const {
@@ -112,6 +113,11 @@ struct Segment {
                                                 d * stride);
   }
 };
+
+bool PoolsOn() {
+  const char* v = getenv("VSOCKET_SHM_POOL");
+  return v != nullptr && std::string(v) == "1";
+}
 
 Segment MapSegmentOf(int accepted_fd, int listen_port) {
   sockaddr_in peer = {};
@@ -122,12 +128,32 @@ Segment MapSegmentOf(int accepted_fd, int listen_port) {
   std::string path = "/dev/shm/vsocket-" + std::to_string(geteuid()) + "/c-127.0.0.1-" +
                      std::to_string(listen_port) + "-" + std::to_string(ntohs(peer.sin_port));
   Segment s;
+  // A pool's slice (VSOCKET_SHM_POOL=1) is named by a symlink:
+  // "<pool>#<slice>#<generation>", the pool's name ending in -<capacity>.
+  char target[256];
+  ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+  off_t offset = 0;
+  if (n > 0) {
+    target[n] = '\0';
+    char* hash = strchr(target, '#');
+    CHECK(hash != nullptr, "symlink text %s", target);
+    *hash = '\0';
+    unsigned long slice = strtoul(hash + 1, nullptr, 10);
+    unsigned long long capacity = strtoull(strrchr(target, '-') + 1, nullptr, 10);
+    size_t stride = (fifo::RingBytes(capacity) + 4095) / 4096 * 4096;
+    s.bytes = fifo::kSegmentHeaderBytes + 2 * stride;
+    offset = static_cast<off_t>(slice * s.bytes);
+    path = "/dev/shm/vsocket-" + std::to_string(geteuid()) + "/" + target;
+    s.pooled = true;
+  }
   s.fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   CHECK(s.fd >= 0, "open %s", path.c_str());
   struct stat st;
   CHECK(fstat(s.fd, &st) == 0, "fstat");
-  s.bytes = static_cast<size_t>(st.st_size);
-  void* p = mmap(nullptr, s.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd, 0);
+  CHECK(s.pooled == PoolsOn(), "pooled %d with VSOCKET_SHM_POOL %s", s.pooled,
+        PoolsOn() ? "on" : "off");
+  if (!s.pooled) s.bytes = static_cast<size_t>(st.st_size);
+  void* p = mmap(nullptr, s.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd, offset);
   CHECK(p != MAP_FAILED, "mmap");
   s.base = static_cast<uint8_t*>(p);
   s.capacity = reinterpret_cast<fifo::SegmentHeader*>(s.base)->ring_capacity;
@@ -342,13 +368,80 @@ TEST(HostilePeer, ArbitraryControlWordsNeverCrashOrHang) {
 }
 
 // The peer truncates the shared file: every page of the victim's mapping is
-// gone, and touching one raises SIGBUS.  docs/ROBUSTNESS.md: a known finding,
-// not fixed yet (the victim dies); run with --gtest_also_run_disabled_tests.
+// gone, and touching one raises SIGBUS; the segment fault guard resets that
+// connection.
 TEST(HostilePeer, TruncatedSegmentDoesNotKillTheVictim) {
+  // A pool holds B too: TruncatedPoolResetsThatPoolOnly is the pool's case.
+  if (PoolsOn()) GTEST_SKIP() << "pools: see TruncatedPoolResetsThatPoolOnly";
   Outcome r = RunAttacks({[](Segment& s) {
     CHECK(ftruncate(s.fd, 0) == 0, "ftruncate");
     return int64_t{kResetOrEof};
   }});
+  EXPECT_TRUE(r.ok()) << r.Describe();
+}
+
+// Pools (VSOCKET_SHM_POOL=1): the peer truncates the victim's pool file.
+// Both of the victim's connections in that pool reset, as kernel TCP
+// connections that received a RST would (ECONNRESET, or EOF once the end
+// was seen); a connection of another pair -- the peer's own pool, which the
+// victim maps as that connection's server -- keeps working, on both sides.
+TEST(HostilePeer, TruncatedPoolResetsThatPoolOnly) {
+  const char* was = getenv("VSOCKET_SHM_POOL");
+  std::string before = was ? was : "";
+  setenv("VSOCKET_SHM_POOL", "1", 1);  // the forked pair inherits it
+  auto peer = [&](Ctl& ctl) {
+    g_role = "peer";
+    Configure();
+    int port = 0;
+    int lfd = Listen(&port);
+    ctl.Send(0, port);
+    int victim_port = static_cast<int>(ctl.Recv(0));
+    std::vector<int> conns(2, -1);
+    for (int i = 0; i < 2; ++i) {
+      int fd = vsocket_accept(lfd, nullptr, nullptr);
+      CHECK(fd >= 0, "accept");
+      unsigned char id = 0;
+      CHECK(vsocket_recv(fd, &id, 1, MSG_WAITALL) == 1 && id < 2, "id");
+      conns[id] = fd;
+    }
+    int other = Connect(victim_port);  // the other pair: the peer's pool
+    Segment a = MapSegmentOf(conns[0], port);
+    CHECK(a.pooled, "the victim's offer is not a pool's slice");
+    CHECK(ftruncate(a.fd, 0) == 0, "ftruncate");
+    ctl.Send(0, 1);
+    ExpectEcho(other);
+    ctl.Recv(0);  // the victim is done
+  };
+  auto victim = [&](Ctl& ctl, pid_t) {
+    g_role = "victim";
+    Configure();
+    int port = static_cast<int>(ctl.Recv(1));
+    int my_port = 0;
+    int lfd = Listen(&my_port);
+    ctl.Send(1, my_port);
+    std::vector<int> conns;
+    for (int i = 0; i < 2; ++i) {
+      conns.push_back(Connect(port));
+      unsigned char id = static_cast<unsigned char>(i);
+      CHECK(vsocket_send(conns[i], &id, 1, 0) == 1, "id");
+    }
+    int other = vsocket_accept(lfd, nullptr, nullptr);
+    CHECK(other >= 0, "accept");
+    const char* name = vsocket_transport_name(other);
+    CHECK(name && std::string(name) == "shm", "accepted on %s", name ? name : "null");
+    ctl.Recv(1);  // truncated
+    VictimCall(conns[0], kResetOrEof);
+    VictimCall(conns[1], kResetOrEof);
+    Echo(other);
+    ctl.Send(1, 1);
+  };
+  vsocket_test::PairStatus st = vsocket_test::ForkPair(peer, victim, {.watchdog_s = 60});
+  if (was) setenv("VSOCKET_SHM_POOL", before.c_str(), 1);
+  else unsetenv("VSOCKET_SHM_POOL");
+  ASSERT_TRUE(st.error.empty()) << st.error;
+  Outcome r;
+  r.victim_status = st.client.status;
+  r.peer_status = st.server.status;
   EXPECT_TRUE(r.ok()) << r.Describe();
 }
 
