@@ -260,7 +260,9 @@ int ShmSegment::MapFile(int fd, uint64_t capacity, bool keep_fd,
 }
 
 bool ShmSegment::NameExists(const std::string& key, uid_t euid) {
-  return ::access((Directory(euid) + "/" + key).c_str(), F_OK) == 0;
+  // lstat: a pool's offer name is a symlink whose text is no path.
+  struct stat st;
+  return ::lstat((Directory(euid) + "/" + key).c_str(), &st) == 0;
 }
 
 namespace {

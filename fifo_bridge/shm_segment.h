@@ -97,7 +97,7 @@ class ShmSegment {
 
   // Whether an offer named `key` exists (in use or stale) for the user
   // `euid` (ours: a caller that knows it saves a geteuid per port tried).
-  // One access() call.
+  // One lstat() call (a pool's offer is a symlink whose text is no path).
   static bool NameExists(const std::string& key, uid_t euid = ::geteuid());
 
   // Client: creates and maps a new offer named `key`.  Returns 0 or -errno
