@@ -259,24 +259,30 @@ class ClientPool {
       for (uint32_t i = carved + chunk; i > carved; --i) free_slices.push_back(i - 1);
       carved += chunk;
       generation.resize(carved, 0);
-      punched.resize(carved, false);
+      punched.resize(carved, true);  // nothing there to punch yet
     }
     if (free_slices.empty()) return false;
     *slice = free_slices.back();
     free_slices.pop_back();
+    punched[*slice] = false;  // the new connection will touch its pages
     return true;
   }
 
-  // REQUIRES: mu held.
+  // REQUIRES: mu held.  The free list is a stack: the slices on top are
+  // reused first, so theirs are the pages kept; a slice that falls below
+  // the warm window has its ring pages punched out.
   void Free(uint32_t slice) {
-    if (free_slices.size() >= kPoolWarmSlices && !punched[slice]) {
-      off_t at = static_cast<off_t>(uint64_t{slice} * mapping->slice_bytes() + kSegmentHeaderBytes);
-      if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at,
-                      static_cast<off_t>(mapping->slice_bytes() - kSegmentHeaderBytes)) == 0) {
-        punched[slice] = true;
-      }
-    }
     free_slices.push_back(slice);
+    size_t warm = std::min<size_t>(
+        kPoolWarmSlices, std::max<size_t>(1, kPoolWarmBytes / mapping->slice_bytes()));
+    if (free_slices.size() <= warm) return;
+    uint32_t cold = free_slices[free_slices.size() - 1 - warm];
+    if (punched[cold]) return;
+    off_t at = static_cast<off_t>(uint64_t{cold} * mapping->slice_bytes() + kSegmentHeaderBytes);
+    if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at,
+                    static_cast<off_t>(mapping->slice_bytes() - kSegmentHeaderBytes)) == 0) {
+      punched[cold] = true;
+    }
   }
 };
 

@@ -52,9 +52,11 @@ namespace vsocket::fifo {
 inline constexpr uint32_t kPoolSlices = 256;
 inline constexpr size_t kPoolAddressBytes = size_t{512} << 20;
 inline constexpr uint32_t kPoolChunkSlices = 16;
-// Free slices whose ring pages stay allocated for the next connections;
-// a slice freed past this many has its ring pages punched out.
+// Free slices whose ring pages stay allocated for the next connections:
+// at most kPoolWarmBytes of slices (at least one, at most kPoolWarmSlices);
+// a free slice below them has its ring pages punched out.
 inline constexpr uint32_t kPoolWarmSlices = 64;
+inline constexpr size_t kPoolWarmBytes = size_t{4} << 20;
 // SegmentHeader::released bit set by the server's last holder when it no
 // longer touches the slice (its ShmSegment is gone).
 inline constexpr uint32_t kServerDetached = 4;
