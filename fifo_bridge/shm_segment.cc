@@ -483,14 +483,17 @@ int ShmSegment::ValidateAndMap(int fd, bool sealed_ok, uid_t euid,
 int ShmSegment::OpenOffer(const std::string& key, uid_t euid,
                           std::unique_ptr<ShmSegment>* out) {
   std::string path = Directory(euid) + "/" + key;
-  // A pool's slice is named by a symlink; a segment's file is not one
-  // (readlink: EINVAL).
-  char target[256];
-  ssize_t n = ::readlink(path.c_str(), target, sizeof(target));
-  if (n >= static_cast<ssize_t>(sizeof(target))) return -EINVAL;
-  if (n >= 0) return OpenPoolOffer(path, std::string_view(target, static_cast<size_t>(n)), euid, out);
-  if (errno != EINVAL) return -errno;
+  // A segment's own file opens at once; a pool's slice is named by a
+  // symlink, which O_NOFOLLOW refuses (ELOOP): then its text says which.
+  // (The order keeps a segment's claim at one call, as before pools.)
   int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) {
+    char target[256];
+    ssize_t n = ::readlink(path.c_str(), target, sizeof(target));
+    if (n < 0) return -errno;  // gone, or replaced meanwhile by a file: not an offer
+    if (n >= static_cast<ssize_t>(sizeof(target))) return -EINVAL;
+    return OpenPoolOffer(path, std::string_view(target, static_cast<size_t>(n)), euid, out);
+  }
   if (fd < 0) return -errno;
   int err = ValidateAndMap(fd, /*sealed_ok=*/false, euid, out);
   if (err != 0) {
