@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 
+#include "rdma_backend/link_registry.h"
+#include "rdma_backend/link_watch.h"
 #include "rdma_backend/progress_thread.h"
 #include "rdma_backend/rdma_cm_connection.h"
 #include "rdma_backend/rdma_negotiation.h"
@@ -67,11 +70,86 @@ std::string ClientKey(const struct sockaddr* addr, uint16_t port) {
   return std::string(ip) + ":" + std::to_string(port);
 }
 
-class ListenerState : public ProgressWatcher {
+class ListenerState : public ProgressWatcher,
+                      public LinkOpenHandler,
+                      public std::enable_shared_from_this<ListenerState> {
  public:
   ListenerState(std::unique_ptr<RdmaListener> listener, int timer_fd)
       : owner_pid_(::getpid()), listener_(std::move(listener)),
         timer_fd_(timer_fd) {}
+
+  // Version-2 hellos on this port make links (LinkListener), watched by the
+  // progress thread, whose OPENs come to OnOpens.
+  void AcceptLinks() {
+    LinkOptions opt;
+    opt.connect_timeout_ns = kServerHandshakeNs;
+    links_ = LinkListener::ForRequests(opt);
+    std::weak_ptr<ListenerState> self = weak_from_this();
+    listener_->SetLinkHandler([self](rdma_cm_event* ev) {
+      if (auto state = self.lock()) {
+        state->OnLinkRequest(ev);
+      } else {  // cannot happen: the state owns the listener
+        rdma_cm_id* id = ev->id;
+        rdma_reject(id, nullptr, 0);
+        rdma_ack_cm_event(ev);
+        rdma_destroy_id(id);
+      }
+    });
+  }
+
+  // Progress thread, from a link's watch: answers each waiting OPEN as
+  // OnReadable answers a per-connection hello: the key is pending before
+  // the ACCEPT leaves (the client's SYN follows it), the transport is
+  // parked for accept(), and a refusal keeps its reason for accept().
+  void OnOpens(const std::shared_ptr<RdmaLink>& link) override {
+    sockaddr_storage peer;
+    bool have_peer = link->PeerAddress(&peer);
+    OpenRequest req;
+    while (link->NextOpen(&req)) {
+      if (stopped_.load() || owner_pid_ != ::getpid() || !have_peer) {
+        link->DeclineOpen(req, link::LinkDeclineCause::kListenerGone);
+        continue;
+      }
+      std::string key = ClientKey(reinterpret_cast<const sockaddr*>(&peer), req.tcp_port);
+      std::unique_ptr<RdmaTransport> stale;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Parked& p = parked_[key];
+        stale = std::move(p.transport);  // a stale pairing: replaced (reset)
+        p.pending = true;
+        p.refused = FallbackReason::kNone;
+        p.expires_ns = MonotonicNs() + kServerHandshakeNs;
+      }
+      stale.reset();
+      if (OverMemoryLimit()) {
+        VSOCKET_LOG(kInfo, "rdma: declining the OPEN of %s: over "
+                    "VSOCKET_RDMA_MAX_REGISTERED_MB", key.c_str());
+        link->DeclineOpen(req, link::LinkDeclineCause::kMemory);
+        Refuse(key, ENOMEM);
+        continue;
+      }
+      auto ready = std::make_unique<ReadinessSocket>();
+      if (int err = ready->Open(); err != 0) {
+        link->DeclineOpen(req, link::LinkDeclineCause::kMemory);
+        Refuse(key, -err);
+        continue;
+      }
+      LinkConnection conn;
+      if (link->AcceptOpen(req, LinkRingBytes(), &conn) != 0) {
+        int err = errno;  // ECANCELED: the client gave up; else declined
+        Refuse(key, err == ECANCELED || err == EINVAL ? EAGAIN : err);
+        continue;
+      }
+      std::unique_ptr<RdmaTransport> transport = RdmaTransport::Create(
+          RdmaChannel::OnLink(link, conn, link->pool(), ConnectionOptions()),
+          std::move(ready));
+      if (!transport) {  // its channel was reset: the client sees RESET
+        Refuse(key, errno);
+        continue;
+      }
+      Park(key, std::move(transport));
+    }
+  }
 
   pid_t owner_pid() const { return owner_pid_; }
   int listener_fd() const { return listener_->fd(); }
@@ -135,6 +213,7 @@ class ListenerState : public ProgressWatcher {
       stale.reset();
       if (!channel) {
         if (info.declined != 0) continue;  // recorded by mark_pending
+        if (err == EINPROGRESS) continue;  // a link hello (OnLinkRequest)
         if (!key.empty()) Refuse(key, err);
         if (err == EAGAIN) return;
         if (over_limit) continue;  // logged above
@@ -158,17 +237,40 @@ class ListenerState : public ProgressWatcher {
         Refuse(key, err);
         continue;
       }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        Parked& p = parked_[key];
-        p.transport = std::move(transport);
-        p.pending = false;
-        p.expires_ns = MonotonicNs() +
-                       int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
-        cv_.notify_all();
-      }
-      ArmTimer();
+      Park(key, std::move(transport));
     }
+  }
+
+  // Progress thread: `transport` waits for accept() under `key`.
+  void Park(const std::string& key, std::unique_ptr<RdmaTransport> transport) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Parked& p = parked_[key];
+      p.transport = std::move(transport);
+      p.pending = false;
+      p.expires_ns = MonotonicNs() +
+                     int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
+      cv_.notify_all();
+    }
+    ArmTimer();
+  }
+
+  // Progress thread, inside listener_->Accept: a link hello's QP.
+  void OnLinkRequest(rdma_cm_event* ev) {
+    std::string error;
+    std::shared_ptr<RdmaLink> link = links_->AcceptRequest(ev, &error);
+    if (!link) {
+      if (errno != EAGAIN) {
+        VSOCKET_LOG(kInfo, "rdma: link request refused: %s", error.c_str());
+      }
+      return;  // refused, or a link still waiting for its other QPs
+    }
+    std::shared_ptr<LinkWatch> watch = LinkWatch::Start(link, weak_from_this());
+    if (!watch) {
+      VSOCKET_LOG(kWarn, "rdma: cannot watch a new link: %s", strerror(errno));
+      return;  // the link closes as it is released
+    }
+    AddServerLink(this, std::move(watch));
   }
 
   // Progress thread: our side could not set up the request of `key`
@@ -245,10 +347,13 @@ class ListenerState : public ProgressWatcher {
 
   // Stops accepting; resets every parked connection.
   void Stop() {
+    stopped_.store(true);
     {
       std::lock_guard<std::mutex> accept_lock(accept_mu_);
       listener_.reset();
+      links_.reset();
     }
+    RetireServerLinks(this);  // later OPENs are declined: listener gone
     std::map<std::string, Parked> doomed;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -309,6 +414,8 @@ class ListenerState : public ProgressWatcher {
   const pid_t owner_pid_;
   std::mutex accept_mu_;  // serialises Accept() with Stop()
   std::unique_ptr<RdmaListener> listener_;  // guarded by accept_mu_
+  std::unique_ptr<LinkListener> links_;     // guarded by accept_mu_
+  std::atomic<bool> stopped_{false};
   const int timer_fd_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -391,6 +498,7 @@ int StartRdmaListener(int listen_fd) {
   int moved = sys::MovePrivate(timer_fd);
   if (moved >= 0) timer_fd = moved;
   auto state = std::make_shared<ListenerState>(std::move(listener), timer_fd);
+  state->AcceptLinks();
   if (Watch(state->listener_fd(), state) != 0) {
     state->Stop();
     return -1;

@@ -232,6 +232,8 @@ int RdmaChannel::ProgressOnLink() {
   link_->Poll();
   link_events_.clear();
   link_->TakeEvents(link_conn_, &link_events_);
+  // Events this poll filed for other connections go to the progress thread.
+  link_->SignalTouched(link_conn_.slot);
   for (const SlotEvent& e : link_events_) {
     if (e.type == kSlotSendDone) {
       sig_done_ += e.value;  // signalled posts completed

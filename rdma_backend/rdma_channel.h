@@ -299,6 +299,9 @@ class RdmaChannel {
   void PollCm();
   // True while completion_fd() will fire for the next completion.
   bool cq_armed() const { return cq_armed_; }
+  // Over a link: the link and this connection's slot; else nullptr.
+  const std::shared_ptr<RdmaLink>& link() const { return link_; }
+  uint16_t link_slot() const { return link_conn_.slot; }
   // Bytes a Send() could take now without waiting (0 if the ring is full or
   // the channel cannot send).
   uint64_t SendSpace() const;

@@ -1,5 +1,7 @@
 #include "rdma_backend/rdma_cm_connection.h"
 
+#include "rdma_backend/link_wire.h"
+
 #include "base/real_libc.h"
 #include "rdma_backend/cm_events.h"
 #include "vsocket/wait.h"
@@ -286,6 +288,15 @@ std::unique_ptr<RdmaChannel> RdmaListener::Accept(
     rdma_ack_cm_event(ev);  // e.g. a late event for a rejected request
   }
   rdma_cm_id* id = ev->id;
+  if (link_handler_) {
+    link::LinkHello link_hello;
+    if (link::DecodeLinkHello(ev->param.conn.private_data,
+                              ev->param.conn.private_data_len, &link_hello)) {
+      link_handler_(ev);  // acknowledges ev
+      errno = EINPROGRESS;
+      return nullptr;
+    }
+  }
   Hello peer;
   bool hello_ok = DecodeHello(ev->param.conn.private_data,
                               ev->param.conn.private_data_len, &peer);

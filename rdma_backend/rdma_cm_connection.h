@@ -90,11 +90,20 @@ class RdmaListener {
   uint16_t port() const;  // host order
   int fd() const { return ec_->fd; }  // readable when a request is pending
 
+  // Requests whose private data is a link hello (version 2, link_wire.h)
+  // go to `handler` (which must acknowledge the event) and Accept()
+  // returns nullptr with errno EINPROGRESS for them; without a handler
+  // they are rejected as invalid, as a version-1 server does.
+  void SetLinkHandler(std::function<void(rdma_cm_event*)> handler) {
+    link_handler_ = std::move(handler);
+  }
+
  private:
   RdmaListener() = default;
   rdma_event_channel* ec_ = nullptr;
   rdma_cm_id* id_ = nullptr;
   ChannelOptions options_;
+  std::function<void(rdma_cm_event*)> link_handler_;
 };
 
 }  // namespace vsocket::rdma

@@ -37,6 +37,15 @@ RdmaConfig Load() {
     if (ParseConfigSize(v, &bytes) && bytes <= (1u << 20)) config.cork_bytes = static_cast<uint32_t>(bytes);
     else WarnConfigValue("VSOCKET_RDMA_CORK", v, "expected 0..1M bytes");
   }
+  if (const char* v = std::getenv("VSOCKET_RDMA_LINKS")) {
+    if (v[0] != '\0' && v[1] == '\0' && (v[0] == '0' || v[0] == '1')) config.links = v[0] == '1';
+    else WarnConfigValue("VSOCKET_RDMA_LINKS", v, "expected 0 or 1");
+  }
+  if (const char* v = std::getenv("VSOCKET_RDMA_QPS_PER_LINK")) {
+    uint64_t n = 0;
+    if (ParseConfigSize(v, &n) && n >= 1 && n <= 4) config.qps_per_link = static_cast<uint8_t>(n);
+    else WarnConfigValue("VSOCKET_RDMA_QPS_PER_LINK", v, "expected 1..4");
+  }
   return config;
 }
 

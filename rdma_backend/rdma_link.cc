@@ -74,6 +74,7 @@ bool RdmaLink::InitShared(ibv_context* verbs, std::string* error) {
   tx_slab_ = std::make_unique<LinkSlab>(pd_, IBV_ACCESS_LOCAL_WRITE,
                                         opt_.chunk_bytes, opt_.limit_bytes);
   slots_.assign(opt_.slots, Slot());
+  touched_flag_.assign(opt_.slots, 0);
   free_slots_.clear();
   for (uint32_t s = opt_.slots; s > 0; --s) {
     free_slots_.push_back(static_cast<uint16_t>(s - 1));
@@ -222,6 +223,17 @@ std::shared_ptr<RdmaLink> LinkListener::Accept(int64_t timeout_ns,
     errno = EAGAIN;
     return nullptr;
   }
+  return AcceptRequest(ev, error);
+}
+
+std::unique_ptr<LinkListener> LinkListener::ForRequests(const LinkOptions& options) {
+  std::unique_ptr<LinkListener> l(new LinkListener());
+  l->options_ = options;
+  return l;
+}
+
+std::shared_ptr<RdmaLink> LinkListener::AcceptRequest(rdma_cm_event* ev,
+                                                      std::string* error) {
   rdma_cm_id* id = ev->id;
   link::LinkHello hello;
   bool ok = link::DecodeLinkHello(ev->param.conn.private_data,
@@ -465,9 +477,57 @@ void RdmaLink::DieLocked(const char* why) {
       s.inbox.push_back({kImmControl, link::kCtlReset});
       s.got_last = true;
     }
+    TouchLocked(s);
   }
   VSOCKET_LOG(kInfo, "rdma link %016llx: %s: %zu connection(s) reset",
               static_cast<unsigned long long>(link_id_), why, open);
+}
+
+void RdmaLink::SetWakeFd(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_fd_ = fd;
+}
+
+void RdmaLink::SignalTouched(uint16_t own_slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (own_slot < touched_flag_.size() && touched_flag_[own_slot]) {
+    touched_flag_[own_slot] = 0;
+    auto it = std::find(touched_.begin(), touched_.end(), own_slot);
+    if (it != touched_.end()) {
+      *it = touched_.back();
+      touched_.pop_back();
+    }
+  }
+  if (touched_.empty() && !(server_ && !opens_.empty())) return;
+  if (wake_pending_ || wake_fd_ < 0) return;
+  wake_pending_ = true;
+  uint64_t one = 1;
+  (void)!sys::write(wake_fd_, &one, sizeof(one));
+}
+
+void RdmaLink::TakeTouched(std::vector<uint16_t>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_pending_ = false;
+  for (uint16_t slot : touched_) {
+    touched_flag_[slot] = 0;
+    out->push_back(slot);
+  }
+  touched_.clear();
+}
+
+bool RdmaLink::PeerAddress(sockaddr_storage* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (qps_.empty() || qps_[0].id == nullptr) return false;
+  sockaddr* a = rdma_get_peer_addr(qps_[0].id);
+  if (a == nullptr || (a->sa_family != AF_INET && a->sa_family != AF_INET6)) return false;
+  std::memset(out, 0, sizeof(*out));
+  std::memcpy(out, a, a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+  return true;
+}
+
+bool RdmaLink::HasOpens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !opens_.empty();
 }
 
 bool RdmaLink::dead() const {
@@ -720,6 +780,7 @@ void RdmaLink::HandleControl(uint8_t qp, const uint8_t* data, uint32_t len) {
         uint16_t ours = peer_to_ours_[c.from_slot];
         Slot& s = slots_[ours];
         if (!s.got_last) s.inbox.push_back({kImmControl, link::kCtlReset});
+        TouchLocked(s);
         s.got_last = true;  // the client sends nothing more for it
         SendLastLocked(ours, /*reset=*/true);
         return;
@@ -731,9 +792,17 @@ void RdmaLink::HandleControl(uint8_t qp, const uint8_t* data, uint32_t len) {
   DieLocked("control message in the wrong direction");
 }
 
+void RdmaLink::TouchLocked(Slot& s) {
+  size_t slot = static_cast<size_t>(&s - slots_.data());
+  if (slot >= touched_flag_.size() || touched_flag_[slot]) return;
+  touched_flag_[slot] = 1;
+  touched_.push_back(static_cast<uint16_t>(slot));
+}
+
 void RdmaLink::FileEventLocked(Slot& s, SlotEvent e) {
   std::vector<SlotEvent>& in = s.inbox;
   if (e.type == kImmControl && e.value == kCtlNop) return;  // nothing to apply
+  TouchLocked(s);
   // Consecutive counts of one type add up (the connection's check of the
   // sum equals its checks one by one: nothing consumed in between), so
   // the inbox grows only with alternations, which credits bound for a

@@ -173,6 +173,21 @@ class RdmaLink {
   // Handles the CM events pending on cm_fd() (a disconnect).
   void PollCm();
 
+  // Which slots got events, for the progress thread (link_watch.h): a
+  // slot's first event since the last TakeTouched() lists it.  Whoever
+  // polled for its own slot calls SignalTouched(own) afterwards: the own
+  // slot is unlisted (its caller takes its events), and if others remain
+  // listed the wake descriptor (SetWakeFd, an eventfd) is written once
+  // until the next TakeTouched().
+  void SetWakeFd(int fd);
+  void SignalTouched(uint16_t own_slot);
+  void TakeTouched(std::vector<uint16_t>* out);
+  // Server: OPENs are waiting (NextOpen).
+  bool HasOpens() const;
+
+  // The peer's address (QP 0's CM id).  False if unknown.
+  bool PeerAddress(struct sockaddr_storage* out) const;
+
   bool dead() const;
   bool is_server() const { return server_; }
   uint8_t qp_count() const { return static_cast<uint8_t>(qps_.size()); }
@@ -229,6 +244,8 @@ class RdmaLink {
   // Appends `e` to the slot's inbox (merging counts; NOPs dropped; a flood
   // past kMaxInbox entries becomes that connection's RESET).
   void FileEventLocked(Slot& s, SlotEvent e);
+  // Lists `s` for TakeTouched (once until then).
+  void TouchLocked(Slot& s);
   static constexpr size_t kMaxInbox = 65536;
   void HandleCmEventsLocked();
   int PostRecv(uint8_t qp, uint32_t index);
@@ -266,6 +283,10 @@ class RdmaLink {
   std::vector<PeerOpen> peer_open_;       // server: by client slot
   std::vector<uint16_t> peer_to_ours_;    // server: by client slot
   std::deque<OpenRequest> opens_;         // server: not yet answered
+  std::vector<uint16_t> touched_;         // slots with new events
+  std::vector<uint8_t> touched_flag_;     // by slot: listed in touched_
+  int wake_fd_ = -1;
+  bool wake_pending_ = false;             // wake_fd_ written, not yet taken
 };
 
 class LinkListener {
@@ -286,6 +307,13 @@ class LinkListener {
   std::shared_ptr<RdmaLink> Accept(int64_t timeout_ns, std::string* error);
   uint16_t port() const;  // host order
   int fd() const { return ec_->fd; }
+
+  // A listener without a CM id of its own, for requests another listener
+  // took (RdmaListener hands it the version-2 hellos on its port).
+  static std::unique_ptr<LinkListener> ForRequests(const LinkOptions& options);
+  // Accept()'s work for a CONNECT_REQUEST `ev` already taken (and not yet
+  // acknowledged: this acknowledges it).
+  std::shared_ptr<RdmaLink> AcceptRequest(rdma_cm_event* ev, std::string* error);
 
  private:
   LinkListener() = default;

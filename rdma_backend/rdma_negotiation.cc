@@ -5,10 +5,12 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 
+#include "rdma_backend/link_registry.h"
 #include "rdma_backend/memory_pool.h"
 #include "rdma_backend/rdma_cm_connection.h"
 #include "rdma_backend/rdma_config.h"
@@ -29,6 +31,9 @@ struct NegativeAnswer {
 
 std::mutex g_cache_mu;
 std::map<std::string, NegativeAnswer>* g_cache = nullptr;  // guarded by g_cache_mu
+// Destinations that rejected a link hello (a version-1 server): they get
+// the per-connection hello until the entry expires (the negative TTL).
+std::map<std::string, int64_t>* g_no_links = nullptr;      // guarded by g_cache_mu
 
 std::string DestinationKey(const struct sockaddr_in& dst) {
   char ip[INET_ADDRSTRLEN] = "?";
@@ -56,6 +61,27 @@ void RememberNegative(const std::string& key, FallbackReason reason) {
   if (g_cache == nullptr) g_cache = new std::map<std::string, NegativeAnswer>();
   if (g_cache->size() > 4096) g_cache->clear();  // bounded memory
   (*g_cache)[key] = {reason, MonotonicNs() + int64_t{ttl_ms} * 1'000'000};
+}
+
+bool LookupNoLinks(const std::string& key) {
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  if (g_no_links == nullptr) return false;
+  auto it = g_no_links->find(key);
+  if (it == g_no_links->end()) return false;
+  if (it->second <= MonotonicNs()) {
+    g_no_links->erase(it);
+    return false;
+  }
+  return true;
+}
+
+void RememberNoLinks(const std::string& key) {
+  uint32_t ttl_ms = GetRdmaConfig().negative_ttl_ms;
+  if (ttl_ms == 0) return;
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  if (g_no_links == nullptr) g_no_links = new std::map<std::string, int64_t>();
+  if (g_no_links->size() > 4096) g_no_links->clear();  // bounded memory
+  (*g_no_links)[key] = MonotonicNs() + int64_t{ttl_ms} * 1'000'000;
 }
 
 // What a failed RdmaConnect errno means for path selection.
@@ -89,6 +115,83 @@ void DeclineToPeer(const struct sockaddr_in& dst, uint16_t local_tcp_port) {
   if (local_tcp_port == 0) return;  // a bare channel: no accept() to inform
   RdmaSendDecline(dst, local_tcp_port, DeclineCause::kMemoryLimit,
                   int64_t{GetRdmaConfig().probe_ms} * 1'000'000);
+}
+
+// What a DECLINE's cause (link_wire.h) means for path selection.
+FallbackReason ReasonForLinkDecline(uint8_t cause) {
+  if (cause == static_cast<uint8_t>(link::LinkDeclineCause::kMemory) ||
+      cause == static_cast<uint8_t>(link::LinkDeclineCause::kSlotsFull)) {
+    return RdmaReason().peer_rdma_memory_limit;
+  }
+  return RdmaReason().peer_declined_rdma;
+}
+
+// Opens the connection over the link to `dst` (made first if there is
+// none), by `deadline`.  Returns false when `dst` rejected the link hello
+// (remembered: the caller then uses the per-connection hello); otherwise
+// true with *reason (kNone and *channel: committed at ACCEPT).
+bool ProbeOverLink(const struct sockaddr_in& dst, const std::string& key,
+                   uint16_t local_tcp_port, int64_t deadline,
+                   std::unique_ptr<RdmaChannel>* channel, FallbackReason* reason) {
+  std::string error;
+  // At most one new link when the server says its listener is gone (a new
+  // process may listen there now) or the link died under us.
+  for (int attempt = 0;; ++attempt) {
+    std::shared_ptr<LinkWatch> watch = ClientLink(dst, deadline, &error);
+    if (!watch) {
+      int err = errno;
+      if (err == ECONNREFUSED) {
+        VSOCKET_LOG(kDebug, "rdma: %s rejected the link hello: per-connection "
+                    "setup for it", key.c_str());
+        RememberNoLinks(key);
+        return false;
+      }
+      *reason = ReasonForConnectError(err);
+      VSOCKET_LOG(kInfo, "rdma link to %s failed: %s", key.c_str(), error.c_str());
+      if (*reason != RdmaReason().rdma_memory_limit) {
+        RememberNegative(key, *reason);
+      } else {
+        DeclineToPeer(dst, local_tcp_port);
+      }
+      return true;
+    }
+    const std::shared_ptr<RdmaLink>& link = watch->link();
+    LinkConnection conn;
+    uint8_t cause = 0;
+    int rc = link->Open(local_tcp_port, LinkRingBytes(), deadline, &conn, &cause);
+    int err = errno;
+    link->SignalTouched(link::kNoSlot);  // what it filed for others
+    if (rc == 0) {
+      *channel = RdmaChannel::OnLink(link, conn, link->pool(), ConnectionOptions());
+      *reason = FallbackReason::kNone;
+      return true;
+    }
+    bool gone = (err == ECONNREFUSED &&
+                 cause == static_cast<uint8_t>(link::LinkDeclineCause::kListenerGone)) ||
+                err == ECONNRESET;
+    if (gone) {
+      DropClientLink(dst, watch.get());
+      if (attempt == 0 && MonotonicNs() < deadline) continue;
+    }
+    switch (err) {
+      case ECONNREFUSED:
+        *reason = gone ? RdmaReason().rdma_setup_failed : ReasonForLinkDecline(cause);
+        break;
+      case ENOMEM:
+      case EBUSY:  // no slice, no slot: ours
+        *reason = RdmaReason().rdma_memory_limit;
+        DeclineToPeer(dst, local_tcp_port);
+        break;
+      case ETIMEDOUT:  // a CANCEL went
+        *reason = RdmaReason().rdma_probe_failed;
+        break;
+      default:
+        *reason = RdmaReason().rdma_setup_failed;
+    }
+    VSOCKET_LOG(kInfo, "rdma: open over the link to %s failed: %s (cause %u)",
+                key.c_str(), strerror(err), cause);
+    return true;
+  }
 }
 
 }  // namespace
@@ -130,6 +233,16 @@ bool OverMemoryLimit() {
   return StatsRdmaRegisteredBytes() + ExpectedRegisteredBytes() > limit;
 }
 
+uint32_t LinkRingBytes() {
+  uint64_t ring = GetRdmaConfig().ring_bytes;
+  uint64_t limit = GetRdmaConfig().max_registered_mb << 20;
+  constexpr uint64_t kSmallRing = 64 * 1024;
+  if (ring > kSmallRing && StatsRdmaRegisteredBytes() + 2 * ring > limit / 2) {
+    ring = kSmallRing;
+  }
+  return static_cast<uint32_t>(ring);
+}
+
 ChannelOptions ConnectionOptions() {
   ChannelOptions opt;
   opt.ring_capacity = GetRdmaConfig().ring_bytes;
@@ -148,6 +261,14 @@ FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
   if (OverMemoryLimit()) {
     DeclineToPeer(dst, local_tcp_port);
     return RdmaReason().rdma_memory_limit;
+  }
+
+  if (GetRdmaConfig().links && !LookupNoLinks(key)) {
+    int64_t deadline = MonotonicNs() + int64_t{GetRdmaConfig().probe_ms} * 1'000'000;
+    FallbackReason reason;
+    if (ProbeOverLink(dst, key, local_tcp_port, deadline, channel, &reason)) {
+      return reason;
+    }
   }
 
   ChannelOptions opt = ConnectionOptions();
@@ -181,6 +302,7 @@ FallbackReason ProbeRdmaPeer(const struct sockaddr_in& dst,
 void ClearNegativeCache() {
   std::lock_guard<std::mutex> lock(g_cache_mu);
   if (g_cache != nullptr) g_cache->clear();
+  if (g_no_links != nullptr) g_no_links->clear();
 }
 
 }  // namespace vsocket::rdma

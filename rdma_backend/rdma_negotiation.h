@@ -33,6 +33,11 @@ uint64_t ExpectedRegisteredBytes();
 // True if a new connection would exceed VSOCKET_RDMA_MAX_REGISTERED_MB.
 bool OverMemoryLimit();
 
+// The receive ring of a new connection over a link: VSOCKET_RDMA_RING_SIZE
+// while the process's registered bytes are under half of
+// VSOCKET_RDMA_MAX_REGISTERED_MB, then 64 KiB.
+uint32_t LinkRingBytes();
+
 // The channel options a vsocket RDMA connection uses (from the config).
 ChannelOptions ConnectionOptions();
 

@@ -15,10 +15,14 @@ std::atomic<uint64_t> g_registered{0};
 std::atomic<uint64_t> g_registered_peak{0};
 std::atomic<uint64_t> g_per_connection_max{0};
 std::atomic<uint64_t> g_user_regions{0};
+std::atomic<int64_t> g_links{0};
+std::atomic<int64_t> g_link_qps{0};
+std::atomic<bool> g_links_used{false};
 
 void AppendSection(std::string* out) {
   uint64_t peak = g_registered_peak.load(std::memory_order_relaxed);
-  if (peak == 0) return;
+  bool links_used = g_links_used.load(std::memory_order_relaxed);
+  if (peak == 0 && !links_used) return;
   char buf[256];
   std::snprintf(buf, sizeof(buf),
                 ",\"rdma_registered\":{\"bytes\":%llu,\"peak_bytes\":%llu,"
@@ -33,6 +37,12 @@ void AppendSection(std::string* out) {
   if (user > 0) {
     std::snprintf(buf, sizeof(buf), ",\"user_region_bytes\":%llu",
                   static_cast<unsigned long long>(user));
+    *out += buf;
+  }
+  if (links_used) {
+    std::snprintf(buf, sizeof(buf), ",\"links\":%lld,\"link_qps\":%lld",
+                  static_cast<long long>(g_links.load(std::memory_order_relaxed)),
+                  static_cast<long long>(g_link_qps.load(std::memory_order_relaxed)));
     *out += buf;
   }
   *out += "}";
@@ -64,6 +74,13 @@ void StatsRdmaRegistered(int64_t delta, uint64_t connection_bytes) {
 
 uint64_t StatsRdmaRegisteredBytes() {
   return g_registered.load(std::memory_order_relaxed);
+}
+
+void StatsRdmaLinks(int links_delta, int qps_delta) {
+  RegisterSectionOnce();
+  g_links_used.store(true, std::memory_order_relaxed);
+  g_links.fetch_add(links_delta, std::memory_order_relaxed);
+  g_link_qps.fetch_add(qps_delta, std::memory_order_relaxed);
 }
 
 void StatsRdmaUserRegion(int64_t delta) {

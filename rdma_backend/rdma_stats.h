@@ -2,7 +2,7 @@
 // "rdma_registered" section of VSOCKET_STATS (vsocket/stats.h):
 //   "rdma_registered":{"bytes":0,"peak_bytes":4202496,
 //    "max_per_connection_bytes":2097152,"limit_bytes":268435456,
-//    "user_region_bytes":67108864}
+//    "user_region_bytes":67108864,"links":1,"link_qps":1}
 // Lock-free (relaxed atomics); any thread.
 #ifndef VSOCKET_RDMA_BACKEND_RDMA_STATS_H_
 #define VSOCKET_RDMA_BACKEND_RDMA_STATS_H_
@@ -19,6 +19,9 @@ uint64_t StatsRdmaRegisteredBytes();
 // devices now, once per device that used them: user_region_bytes, not
 // counted in "bytes" (which VSOCKET_RDMA_MAX_REGISTERED_MB limits).
 void StatsRdmaUserRegion(int64_t delta);
+// Links live now and their QPs (rdma_backend/README.md "Links"): "links"
+// and "link_qps" in the same section.
+void StatsRdmaLinks(int links_delta, int qps_delta);
 
 }  // namespace vsocket::rdma
 

@@ -281,18 +281,30 @@ std::unique_ptr<RdmaTransport> RdmaTransport::Create(
   auto core = std::make_shared<Core>();
   core->fork_generation = g_fork_generation.load(std::memory_order_relaxed);
   core->ready.MoveFrom(*ready);
-  core->completion_fd = channel->completion_fd();
-  core->cm_fd = channel->cm_fd();
+  const bool on_link = channel->link() != nullptr;
+  if (on_link) {
+    core->link_watch = LinkWatch::For(channel->link().get());
+    core->link_slot = channel->link_slot();
+  } else {
+    core->completion_fd = channel->completion_fd();
+    core->cm_fd = channel->cm_fd();
+  }
   core->registered = channel->registered_bytes();
   core->channel = std::move(channel);
   {
     std::lock_guard<std::mutex> lock(core->mu);
     core->Sync();  // data may already be waiting (sent before accept)
   }
-  int err = Watch(core->completion_fd, core);
-  if (err == 0) {
-    err = Watch(core->cm_fd, core);
-    if (err != 0) Unwatch(core->completion_fd);
+  int err = 0;
+  if (on_link) {
+    if (core->link_watch) core->link_watch->Add(core->link_slot, core);
+    else err = -ECONNRESET;  // the link is no longer watched: it died
+  } else {
+    err = Watch(core->completion_fd, core);
+    if (err == 0) {
+      err = Watch(core->cm_fd, core);
+      if (err != 0) Unwatch(core->completion_fd);
+    }
   }
   if (err != 0) {
     VSOCKET_LOG(kWarn, "rdma: cannot watch the channel: %s", strerror(-err));
@@ -674,7 +686,9 @@ void RdmaTransport::Release() {
     was_watching = core->watching;
     core->watching = false;
   }
-  if (was_watching) {
+  if (core->link_watch) {
+    core->link_watch->Remove(core->link_slot, core.get());
+  } else if (was_watching) {
     Unwatch(core->completion_fd);
     Unwatch(core->cm_fd);
   }

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 
+#include "rdma_backend/link_watch.h"
 #include "rdma_backend/progress_thread.h"
 #include "rdma_backend/rdma_channel.h"
 #include "rdma_backend/rdma_transport.h"
@@ -38,8 +39,14 @@ struct RdmaTransport::Core : public ProgressWatcher,
   bool error_reported = false;           // guarded by mu (SO_ERROR taken)
   bool shown_writable = true;            // guarded by mu
   bool watching = false;                 // guarded by mu
+  // A connection on its own QP: its completion and CM fds, watched by the
+  // progress thread.  Over a link both are -1: the link's are watched once
+  // for all its connections (link_watch.h), which calls OnReadable for this
+  // slot's events.
   int completion_fd = -1;
   int cm_fd = -1;
+  std::shared_ptr<LinkWatch> link_watch;  // over a link
+  uint16_t link_slot = 0;
   size_t registered = 0;
   uint64_t fork_generation = 0;          // g_fork_generation at creation
   // Application threads busy-polling the channel right now.  While there
@@ -139,8 +146,10 @@ struct RdmaTransport::Core : public ProgressWatcher,
     channel->ArmForEvents();
     UpdateReadiness();
     if (watching && (channel->error() != 0 || channel->closed())) {
-      Unwatch(completion_fd);
-      Unwatch(cm_fd);
+      if (!link_watch) {
+        Unwatch(completion_fd);
+        Unwatch(cm_fd);
+      }
       watching = false;
     }
   }
