@@ -32,7 +32,9 @@ ip="${VSOCKET_RDMA_SELF_IP:?run in the guest}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # A connection gets 3 s for its probe (a busy TCG guest, as preload_progs.sh).
-export VSOCKET_RDMA_PROBE_MS=3000 PTEST_IP="$ip"
+# The limits above are those of one QP per connection (the bounce pool):
+# connections over links do not use the pool (preload_links.sh).
+export VSOCKET_RDMA_PROBE_MS=3000 PTEST_IP="$ip" VSOCKET_RDMA_LINKS=0
 bytes=131072  # per connection, each way (two 64 KiB rounds)
 pool_mb=32
 ulimit -n 4096

@@ -29,7 +29,8 @@
 # Needs: root (run-in-guest.sh installs qemu, rdma-core, perftest ... with
 # apt-get and fetches a Debian kernel once; see tests/rdma_vm/README.md),
 # BUILD_DIR configured with rdma-core present (VSOCKET_HAVE_RDMA) and built.
-# Environment: VSOCKET_RDMA_TEST_MB, VSOCKET_RDMA_TEST_ONLY (passed to
+# Environment: VSOCKET_RDMA_LINKS, VSOCKET_RDMA_QPS_PER_LINK (passed to every
+# test), VSOCKET_RDMA_TEST_MB, VSOCKET_RDMA_TEST_ONLY (passed to
 # rdma_channel_test), VSOCKET_RDMA_SUITE_TIMEOUT (single guest deadline,
 # default 900 s), VSOCKET_RDMA_SKIP_PAIR=1, VSOCKET_RDMA_PAIR_MB.
 #
@@ -96,7 +97,7 @@ fi
 
 tests+=("${scripts[@]}")
 env_args=(--env "VSOCKET_RDMA_BUILD=$build")
-for var in VSOCKET_RDMA_TEST_MB VSOCKET_RDMA_TEST_ONLY; do
+for var in VSOCKET_RDMA_TEST_MB VSOCKET_RDMA_TEST_ONLY VSOCKET_RDMA_LINKS VSOCKET_RDMA_QPS_PER_LINK; do
   if [[ -n ${!var:-} ]]; then env_args+=(--env "$var=${!var}"); fi
 done
 
