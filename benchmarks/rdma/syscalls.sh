@@ -13,6 +13,7 @@
 # the calling library, but under TCG it takes ~0.25 s a call: too slow.)
 #
 #   benchmarks/rdma/syscalls.sh BUILD_DIR [N]        (host, as root; N=20)
+#   VSOCKET_RDMA_LINKS=1 benchmarks/rdma/syscalls.sh BUILD_DIR   (sockets over links)
 #
 # BUILD_DIR needs preload/vsocket-run and tests/preload/progs/many_clients.
 # Prints two markdown tables.  Exit status: 0; 1 a run failed; 124/125 as
@@ -23,7 +24,11 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 if [[ ${1:-} != --in-guest ]]; then
   (($# >= 1)) || { sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
   build=$(cd "$1" && pwd)
-  exec "$repo/tests/rdma_vm/run-in-guest.sh" --timeout 900 \
+  env_args=()  # sockets over links or not (rdma_backend/README.md "Links")
+  for var in VSOCKET_RDMA_LINKS VSOCKET_RDMA_QPS_PER_LINK; do
+    if [[ -n ${!var:-} ]]; then env_args+=(--env "$var=${!var}"); fi
+  done
+  exec "$repo/tests/rdma_vm/run-in-guest.sh" --timeout 900 "${env_args[@]}" \
     -- bash "$repo/benchmarks/rdma/syscalls.sh" --in-guest "$build" "${2:-20}"
 fi
 
