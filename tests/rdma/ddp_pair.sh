@@ -30,6 +30,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/rdma/pair-common.sh
+source "$repo/tests/rdma/pair-common.sh"
 if (($# != 1)) || [[ $1 == -* ]]; then
   sed -n '2,29s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit 2
@@ -95,25 +97,16 @@ mode=--pair
 ((guests == 2)) || mode=--group
 "$repo/tests/rdma_vm/run-in-guest.sh" --timeout "${VSOCKET_DDP_TIMEOUT:-900}" \
   --writable "$out" "$mode" "${cmds[@]}" || status=$?
-if ((status != 0)); then
-  echo "ddp-pair: FAIL: guests ended with status $status" >&2
-  for f in "$out"/*.stderr; do
-    [[ -s $f ]] && { echo "--- ${f##*/} (last lines)" >&2; tail -n 15 "$f" >&2; }
-  done
-  exit "$status"
-fi
+((status == 0)) || fail_with_rank_logs ddp-pair "$status" "$out"
 
-field() {  # FILE KEY: one value of a ddp_train.py result
-  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
-}
 stats_line() {  # FILE: the last VSOCKET_STATS line of a stderr file
   grep '^{"pid"' "$1" | tail -n 1 || true
 }
 
-want=$(field "$out/a.tcp.json" params_sha256)
+want=$(json_field "$out/a.tcp.json" params_sha256)
 for run in "${runs[@]}"; do
   for side in "${sides[@]}"; do
-    got=$(field "$out/$side.$run.json" params_sha256)
+    got=$(json_field "$out/$side.$run.json" params_sha256)
     if [[ $got != "$want" ]]; then
       echo "ddp-pair: FAIL: run $run guest $side ended with parameters $got, the TCP run's rank 0 with $want" >&2
       exit 1
@@ -142,9 +135,9 @@ if ((guests == 2)); then
     exit 1
   fi
 fi
-tcp_ms=$(field "$out/a.tcp.json" step_ms_mean)
+tcp_ms=$(json_field "$out/a.tcp.json" step_ms_mean)
 for run in "${runs[@]}"; do
-  ms=$(field "$out/a.$run.json" step_ms_mean)
+  ms=$(json_field "$out/a.$run.json" step_ms_mean)
   awk -v r="$run" -v ms="$ms" -v base="$tcp_ms" \
     'BEGIN { printf "ddp-pair: step time %-8s %8.1f ms  %.2fx the TCP run\n", r, ms, ms / base }'
 done

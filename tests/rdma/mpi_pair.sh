@@ -27,6 +27,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/rdma/pair-common.sh
+source "$repo/tests/rdma/pair-common.sh"
 runs=(tcp vsocket)
 script=$repo/tests/apps/scripts/mpi_allreduce.py
 
@@ -87,25 +89,16 @@ echo "mpi-pair: MPI_Allreduce of 4 MiB, 2 ranks in 2 guests, btl tcp, runs: ${ru
 status=0
 "$repo/tests/rdma_vm/run-in-guest.sh" --timeout "${VSOCKET_MPI_TIMEOUT:-600}" --writable "$out" \
   --pair "bash $self --guest-a $vrun $out" "bash $self --guest-b $vrun $out" || status=$?
-if ((status != 0)); then
-  echo "mpi-pair: FAIL: guests ended with status $status" >&2
-  for f in "$out"/*.stderr; do
-    [[ -s $f ]] && { echo "--- ${f##*/} (last lines)" >&2; tail -n 15 "$f" >&2; }
-  done
-  exit "$status"
-fi
+((status == 0)) || fail_with_rank_logs mpi-pair "$status" "$out"
 
-field() {  # FILE KEY: one value of an mpi_allreduce.py result
-  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
-}
-want=$(field "$out/tcp.0.json" sha256)
+want=$(json_field "$out/tcp.0.json" sha256)
 for run in "${runs[@]}"; do
   for rank in 0 1; do
-    if [[ $(field "$out/$run.$rank.json" ok) != True ]]; then
+    if [[ $(json_field "$out/$run.$rank.json" ok) != True ]]; then
       echo "mpi-pair: FAIL: run $run rank $rank computed a wrong sum" >&2
       exit 1
     fi
-    got=$(field "$out/$run.$rank.json" sha256)
+    got=$(json_field "$out/$run.$rank.json" sha256)
     if [[ $got != "$want" ]]; then
       echo "mpi-pair: FAIL: run $run rank $rank ended with $got, the TCP run's rank 0 with $want" >&2
       exit 1
@@ -121,9 +114,9 @@ for rank in 0 1; do
     exit 1
   fi
 done
-tcp_ms=$(field "$out/tcp.0.json" allreduce_ms_mean)
+tcp_ms=$(json_field "$out/tcp.0.json" allreduce_ms_mean)
 for run in "${runs[@]}"; do
-  awk -v r="$run" -v ms="$(field "$out/$run.0.json" allreduce_ms_mean)" -v base="$tcp_ms" \
+  awk -v r="$run" -v ms="$(json_field "$out/$run.0.json" allreduce_ms_mean)" -v base="$tcp_ms" \
     'BEGIN { printf "mpi-pair: all-reduce %-8s %8.1f ms  %.2fx the TCP run\n", r, ms, ms / base }'
 done
 echo "mpi-pair: PASS"
