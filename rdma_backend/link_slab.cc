@@ -2,10 +2,26 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
-#include <cstring>
 
 namespace vsocket::rdma {
+namespace {
+
+// Spare bytes of every slab of the process (kMaxSpareBytes bounds it).
+std::atomic<size_t> g_spare_bytes{0};
+
+// Takes `bytes` of the process's spare budget; false if it is spent.
+bool TakeSpareBudget(size_t bytes) {
+  size_t now = g_spare_bytes.load(std::memory_order_relaxed);
+  do {
+    if (now + bytes > LinkSlab::kMaxSpareBytes) return false;
+  } while (!g_spare_bytes.compare_exchange_weak(now, now + bytes,
+                                                std::memory_order_relaxed));
+  return true;
+}
+
+}  // namespace
 
 LinkSlab::LinkSlab(ibv_pd* pd, int access, size_t chunk_bytes,
                    size_t limit_bytes)
@@ -18,6 +34,7 @@ LinkSlab::~LinkSlab() {
 
 LinkSlab::Chunk* LinkSlab::NewChunk(uint32_t slice) {
   size_t bytes = slice > chunk_bytes_ ? slice : chunk_bytes_;
+  DropSparesFor(bytes);
   if (registered_ + bytes > limit_bytes_) {
     errno = ENOMEM;
     return nullptr;
@@ -53,10 +70,36 @@ LinkSlab::Chunk* LinkSlab::NewChunk(uint32_t slice) {
 
 void LinkSlab::DestroyChunk(size_t index) {
   Chunk* c = chunks_[index].get();
+  if (c->spare) {
+    spare_ -= c->bytes;
+    g_spare_bytes.fetch_sub(c->bytes, std::memory_order_relaxed);
+  }
   ibv_dereg_mr(c->mr);
   munmap(c->base, c->bytes);
   registered_ -= c->bytes;
   chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+void LinkSlab::RetireEmpty(size_t index) {
+  Chunk* c = chunks_[index].get();
+  for (const auto& other : chunks_) {
+    if (other->spare && other->slice == c->slice) {  // one spare per size
+      DestroyChunk(index);
+      return;
+    }
+  }
+  if (!TakeSpareBudget(c->bytes)) {
+    DestroyChunk(index);
+    return;
+  }
+  c->spare = true;
+  spare_ += c->bytes;
+}
+
+void LinkSlab::DropSparesFor(size_t bytes) {
+  for (size_t i = chunks_.size(); i > 0 && registered_ + bytes > limit_bytes_; --i) {
+    if (chunks_[i - 1]->spare) DestroyChunk(i - 1);
+  }
 }
 
 bool LinkSlab::Allocate(size_t bytes, LinkSlice* out) {
@@ -73,6 +116,11 @@ bool LinkSlab::Allocate(size_t bytes, LinkSlice* out) {
     }
   }
   if (chunk == nullptr && (chunk = NewChunk(slice)) == nullptr) return false;
+  if (chunk->spare) {  // in use again
+    chunk->spare = false;
+    spare_ -= chunk->bytes;
+    g_spare_bytes.fetch_sub(chunk->bytes, std::memory_order_relaxed);
+  }
   uint32_t index = chunk->free.back();
   chunk->free.pop_back();
   ++chunk->used;
@@ -82,7 +130,8 @@ bool LinkSlab::Allocate(size_t bytes, LinkSlice* out) {
   out->lkey = chunk->mr->lkey;
   out->rkey = chunk->mr->rkey;
   out->chunk = chunk->id;
-  std::memset(out->addr, 0, slice);
+  // Not cleared (the header says why): clearing a 1 MiB ring and its
+  // mirror cost more CPU than the rest of a short connection's setup.
   return true;
 }
 
@@ -93,7 +142,7 @@ void LinkSlab::Free(const LinkSlice& slice) {
     c->free.push_back(static_cast<uint32_t>((slice.addr - c->base) / c->slice));
     --c->used;
     --in_use_;
-    if (c->used == 0) DestroyChunk(i);
+    if (c->used == 0) RetireEmpty(i);
     return;
   }
 }
