@@ -74,9 +74,17 @@ class ListenerState : public ProgressWatcher,
                       public LinkOpenHandler,
                       public std::enable_shared_from_this<ListenerState> {
  public:
-  ListenerState(std::unique_ptr<RdmaListener> listener, int timer_fd)
+  // `exclusive`: only this process can accept the kernel listener's
+  // connections (no SO_REUSEPORT sibling; see CloseExpired).
+  ListenerState(std::unique_ptr<RdmaListener> listener, int timer_fd,
+                bool exclusive)
       : owner_pid_(::getpid()), listener_(std::move(listener)),
-        timer_fd_(timer_fd) {}
+        timer_fd_(timer_fd), exclusive_(exclusive) {}
+
+  // Any thread: the kernel listener was sent to another process
+  // (SCM_RIGHTS), which may accept connections whose channels are parked
+  // here.
+  void PassedOut() { exclusive_.store(false); }
 
   // Version-2 hellos on this port make links (LinkListener), watched by the
   // progress thread, whose OPENs come to OnOpens.
@@ -382,17 +390,35 @@ class ListenerState : public ProgressWatcher,
     timerfd_settime(timer_fd_, 0, &its, nullptr);
   }
 
+  // Progress thread, on the timer.  A refusal or decline kept for an
+  // accept() expires after VSOCKET_CLAIM_TIMEOUT_MS.  A parked channel
+  // whose client is still there waits for accept() as long as the kernel
+  // keeps its TCP connection in the backlog -- for ever -- when only this
+  // process can accept it (`exclusive_`): resetting it would fail a
+  // connection TCP accepts (a server slower than the timeout under load).
+  // It is dropped once broken (the client gave up: its RESET, or its link
+  // or CM connection died), and by Stop() with the listener.  When another
+  // process may accept its TCP connection (an SO_REUSEPORT sibling, a
+  // listener passed out), nobody here ever will: it is reset after the
+  // timeout, so its client gets ECONNRESET rather than waiting for ever.
+  // Lock order: mu_, then the connection's (BrokenBeforePairing).
   void CloseExpired() {
     std::map<std::string, Parked> expired;
+    const int64_t timeout = int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
+    const bool exclusive = exclusive_.load();
     bool empty;
     {
       std::lock_guard<std::mutex> lock(mu_);
       int64_t now = MonotonicNs();
       for (auto it = parked_.begin(); it != parked_.end();) {
-        if (!it->second.pending && it->second.expires_ns <= now) {
-          expired.insert(parked_.extract(it++));
-        } else {
+        Parked& p = it->second;
+        if (p.pending || p.expires_ns > now) {
           ++it;
+        } else if (exclusive && p.transport && !p.transport->BrokenBeforePairing()) {
+          p.expires_ns = now + timeout;  // still wanted: checked again then
+          ++it;
+        } else {
+          expired.insert(parked_.extract(it++));
         }
       }
       empty = parked_.empty();
@@ -401,8 +427,14 @@ class ListenerState : public ProgressWatcher,
       // A refused request (our side could not set its channel up) parks no
       // channel: it only keeps its reason for an accept() that never came.
       if (!p.transport) continue;
-      VSOCKET_LOG(kWarn, "rdma: nobody accepted the connection of %s within "
-                  "VSOCKET_CLAIM_TIMEOUT_MS; resetting its channel", key.c_str());
+      if (exclusive) {
+        VSOCKET_LOG(kDebug, "rdma: the client of %s gave up before accept(); "
+                    "dropping its channel", key.c_str());
+      } else {
+        VSOCKET_LOG(kWarn, "rdma: nobody accepted the connection of %s within "
+                    "VSOCKET_CLAIM_TIMEOUT_MS (the listener is shared with "
+                    "another process); resetting its channel", key.c_str());
+      }
       p.transport.reset();
     }
     if (empty) {
@@ -417,6 +449,7 @@ class ListenerState : public ProgressWatcher,
   std::unique_ptr<LinkListener> links_;     // guarded by accept_mu_
   std::atomic<bool> stopped_{false};
   const int timer_fd_;
+  std::atomic<bool> exclusive_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Parked> parked_;  // guarded by mu_
@@ -497,7 +530,15 @@ int StartRdmaListener(int listen_fd) {
   if (timer_fd < 0) return -1;
   int moved = sys::MovePrivate(timer_fd);
   if (moved >= 0) timer_fd = moved;
-  auto state = std::make_shared<ListenerState>(std::move(listener), timer_fd);
+  // SO_REUSEPORT: a sibling process may accept connections whose channels
+  // park here (ListenerState::CloseExpired).
+  int reuse_port = 0;
+  socklen_t reuse_len = sizeof(reuse_port);
+  if (sys::getsockopt(listen_fd, SOL_SOCKET, SO_REUSEPORT, &reuse_port, &reuse_len) != 0) {
+    reuse_port = 1;  // unknown: assume shared
+  }
+  auto state = std::make_shared<ListenerState>(std::move(listener), timer_fd,
+                                               /*exclusive=*/reuse_port == 0);
   state->AcceptLinks();
   if (Watch(state->listener_fd(), state) != 0) {
     state->Stop();
@@ -537,6 +578,10 @@ void StopRdmaListener(int handle) {
   Unwatch(state->listener_fd());
   Unwatch(state->timer_fd());
   state->Stop();
+}
+
+void NoteRdmaListenerPassedOut(int handle) {
+  if (std::shared_ptr<ListenerState> state = Find(handle)) state->PassedOut();
 }
 
 std::unique_ptr<Transport> ClaimRdmaChannel(int handle, int accepted_fd,

@@ -12,8 +12,12 @@
 // accept() then pairs the kernel-accepted TCP connection with its parked
 // transport (ClaimRdmaChannel), waiting a bounded time if the handshake for
 // that client is still in flight; the pairing makes no descriptor.  A
-// parked transport nobody claims within VSOCKET_CLAIM_TIMEOUT_MS is reset,
-// so its client gets ECONNRESET instead of waiting forever.
+// parked transport waits for accept() as the kernel's backlog does, until
+// its client gives up (then it is dropped) or the listener stops.  Only
+// when another process may accept the TCP connection (SO_REUSEPORT, a
+// listener passed out) is one nobody claims within
+// VSOCKET_CLAIM_TIMEOUT_MS reset, so its client gets ECONNRESET instead of
+// waiting for ever.
 //
 // Threading: thread-safe.
 // Fork: a listener belongs to the process that created it.  When that
@@ -40,6 +44,11 @@ namespace vsocket::rdma {
 int StartRdmaListener(int listen_fd);
 // Stops listening and closes every unclaimed channel.  Idempotent.
 void StopRdmaListener(int handle);
+// The kernel listener of `handle` was sent to another process, which may
+// accept connections whose channels park here: from now on a parked
+// channel nobody claims within VSOCKET_CLAIM_TIMEOUT_MS is reset.  Any
+// thread.
+void NoteRdmaListenerPassedOut(int handle);
 
 // REQUIRES: `accepted_fd` was accepted from the listener of `handle`.
 // If the client of `accepted_fd` established an RDMA channel, returns its

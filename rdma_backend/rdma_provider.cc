@@ -67,6 +67,10 @@ class RdmaListenerAttachment final : public ListenerAttachment {
     return t;
   }
 
+  // New clients still get RDMA here (the receiver may be preloaded too);
+  // what changes is how long an unclaimed channel may wait.
+  void PassedOut() override { NoteRdmaListenerPassedOut(handle_); }
+
  private:
   const int handle_;
 };

@@ -9,7 +9,8 @@
 //   rdma_transport_test NAME...          some (integrity plain_server
 //                                        tcp_policy kill readiness fork stats
 //                                        waiters pingpong spin_then_sleep
-//                                        user_space_poll concurrent_connects)
+//                                        user_space_poll concurrent_connects
+//                                        late_accept)
 //   VSOCKET_RDMA_TEST_MB=64              bytes for `integrity` (default 64)
 #include <arpa/inet.h>
 #include <errno.h>
@@ -306,6 +307,65 @@ int Kill() {
         socklen_t len = sizeof(soerr);
         CHECK(vsocket_getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0, "SO_ERROR");
         vsocket_close(fd);
+      });
+}
+
+// --- late_accept: a server that calls accept() long after the client's
+//     connect() returned (a slow or loaded server) gets the connection as
+//     the kernel would keep it in its backlog: on RDMA, with the bytes the
+//     client wrote meanwhile, not reset after VSOCKET_CLAIM_TIMEOUT_MS.
+//     The parked channel outlives several timeouts (300 ms here, accept()
+//     after 1.5 s), and a second connection made while the first waits
+//     gets through the same way. ----------------------------------------
+int LateAccept() {
+  constexpr int kConns = 2;
+  constexpr int kBytes = 1000;
+  return RunPair(
+      [&](Ctl& ctl) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_CLAIM_TIMEOUT_MS", "300", 1);
+        int port;
+        int lfd = Listen(&port);
+        ctl.Send(0, port);
+        CHECK(ctl.Recv(0) == kConns, "client connected");
+        usleep(1500000);  // five claim timeouts
+        for (int i = 0; i < kConns; ++i) {
+          int fd = vsocket_accept(lfd, nullptr, nullptr);
+          CHECK(fd >= 0, "accept %d", i);
+          CHECK(Name(fd) == "rdma", "accept %d: transport %s (%s)", i,
+                Name(fd).c_str(), Reason(fd).c_str());
+          std::vector<uint8_t> got(kBytes);
+          vsocket_test::RecvAll(vsocket_test::VsocketApi(), fd, got.data(), got.size());
+          std::vector<uint8_t> want(kBytes);  // the backlog is in order
+          FillPattern(static_cast<uint64_t>(i), 0, want.data(), want.size());
+          CHECK(got == want, "accept %d: the bytes written before accept() differ", i);
+          SendAll(fd, got.data(), got.size());  // echoed
+          vsocket_close(fd);
+        }
+        vsocket_close(lfd);
+      },
+      [&](Ctl& ctl, pid_t) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        int port = static_cast<int>(ctl.Recv(1));
+        int fds[kConns];
+        for (int i = 0; i < kConns; ++i) {
+          fds[i] = Connect(port);
+          CHECK(Name(fds[i]) == "rdma", "connect %d: transport %s (%s)", i,
+                Name(fds[i]).c_str(), Reason(fds[i]).c_str());
+          std::vector<uint8_t> data(kBytes);
+          FillPattern(static_cast<uint64_t>(i), 0, data.data(), data.size());
+          SendAll(fds[i], data.data(), data.size());
+        }
+        ctl.Send(1, kConns);
+        for (int i = 0; i < kConns; ++i) {
+          std::vector<uint8_t> got(kBytes), want(kBytes);
+          vsocket_test::RecvAll(vsocket_test::VsocketApi(), fds[i], got.data(), got.size());
+          FillPattern(static_cast<uint64_t>(i), 0, want.data(), want.size());
+          CHECK(got == want, "connection %d: echo differs", i);
+          char c;
+          CHECK(vsocket_recv(fds[i], &c, 1, 0) == 0, "connection %d: EOF", i);
+          vsocket_close(fds[i]);
+        }
       });
 }
 
@@ -970,7 +1030,7 @@ constexpr Scenario kScenarios[] = {
     {"stats", Stats}, {"waiters", Waiters}, {"pingpong", PingPong},
     {"concurrent_connects", ConcurrentConnects},
     {"spin_then_sleep", SpinThenSleep}, {"user_space_poll", UserSpacePoll},
-    {"integrity", Integrity}};
+    {"integrity", Integrity}, {"late_accept", LateAccept}};
 
 }  // namespace
 
