@@ -1,5 +1,6 @@
 #include "rdma_backend/rdma_acceptor.h"
 #include "base/after_fork.h"
+#include "rdma_backend/backlog_probe.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "rdma_backend/link_registry.h"
@@ -77,9 +79,9 @@ class ListenerState : public ProgressWatcher,
   // `exclusive`: only this process can accept the kernel listener's
   // connections (no SO_REUSEPORT sibling; see CloseExpired).
   ListenerState(std::unique_ptr<RdmaListener> listener, int timer_fd,
-                bool exclusive)
+                uint16_t port, bool exclusive)
       : owner_pid_(::getpid()), listener_(std::move(listener)),
-        timer_fd_(timer_fd), exclusive_(exclusive) {}
+        timer_fd_(timer_fd), port_(port), exclusive_(exclusive) {}
 
   // Any thread: the kernel listener was sent to another process
   // (SCM_RIGHTS), which may accept connections whose channels are parked
@@ -381,6 +383,9 @@ class ListenerState : public ProgressWatcher,
     // Set when our side refused the request: what accept() then reports.
     FallbackReason refused = FallbackReason::kNone;
     int64_t expires_ns = 0;
+    // Checks in a row (CloseExpired) that found no TCP connection for it;
+    // -1: the kernel's table could not be read.
+    int missing = 0;
   };
 
   void ArmTimer() {
@@ -392,20 +397,25 @@ class ListenerState : public ProgressWatcher,
 
   // Progress thread, on the timer.  A refusal or decline kept for an
   // accept() expires after VSOCKET_CLAIM_TIMEOUT_MS.  A parked channel
-  // whose client is still there waits for accept() as long as the kernel
-  // keeps its TCP connection in the backlog -- for ever -- when only this
-  // process can accept it (`exclusive_`): resetting it would fail a
-  // connection TCP accepts (a server slower than the timeout under load).
-  // It is dropped once broken (the client gave up: its RESET, or its link
-  // or CM connection died), and by Stop() with the listener.  When another
-  // process may accept its TCP connection (an SO_REUSEPORT sibling, a
-  // listener passed out), nobody here ever will: it is reset after the
-  // timeout, so its client gets ECONNRESET rather than waiting for ever.
+  // nobody claimed within that time:
+  //  - whose client gave up (its reset, its link or CM connection died) is
+  //    dropped;
+  //  - when only this process can accept on the listener (`exclusive_`),
+  //    waits on, as the kernel keeps its TCP connection in the backlog, for
+  //    as long as that connection exists (backlog_probe.h): a server slower
+  //    than the timeout must still get it, on RDMA.  A channel whose TCP
+  //    connection two checks in a row did not find (a handshake whose
+  //    client never connected, or vanished) is reset;
+  //  - when another process may accept its TCP connection (SO_REUSEPORT, a
+  //    listener passed out), nobody here ever will: it is reset, so its
+  //    client gets ECONNRESET rather than waiting for ever.  So is every
+  //    one when the kernel's table cannot be read.
   // Lock order: mu_, then the connection's (BrokenBeforePairing).
   void CloseExpired() {
     std::map<std::string, Parked> expired;
     const int64_t timeout = int64_t{GetConfig().claim_timeout_ms} * 1'000'000;
     const bool exclusive = exclusive_.load();
+    std::vector<std::string> unclaimed;  // alive, past the timeout
     bool empty;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -415,7 +425,8 @@ class ListenerState : public ProgressWatcher,
         if (p.pending || p.expires_ns > now) {
           ++it;
         } else if (exclusive && p.transport && !p.transport->BrokenBeforePairing()) {
-          p.expires_ns = now + timeout;  // still wanted: checked again then
+          p.expires_ns = now + timeout;  // checked again then
+          unclaimed.push_back(it->first);
           ++it;
         } else {
           expired.insert(parked_.extract(it++));
@@ -423,11 +434,42 @@ class ListenerState : public ProgressWatcher,
       }
       empty = parked_.empty();
     }
+    if (!unclaimed.empty()) {
+      std::set<std::string> in_backlog;
+      bool known = TcpPeersOfPort(port_, &in_backlog);
+      static std::atomic<bool> warned{false};
+      if (!known && !warned.exchange(true)) {
+        VSOCKET_LOG(kWarn, "rdma: cannot read the kernel's TCP table "
+                    "(sock_diag: %s); unclaimed channels are reset after "
+                    "VSOCKET_CLAIM_TIMEOUT_MS", strerror(errno));
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const std::string& key : unclaimed) {
+        auto it = parked_.find(key);
+        if (it == parked_.end() || !it->second.transport) continue;  // claimed
+        Parked& p = it->second;
+        if (!known) {
+          p.missing = -1;  // no conclusion: the old rule, reset
+          expired.insert(parked_.extract(it));
+          continue;
+        }
+        p.missing = in_backlog.count(key) != 0 ? 0 : p.missing + 1;
+        if (p.missing >= 2) expired.insert(parked_.extract(it));
+      }
+      empty = parked_.empty();
+    }
     for (auto& [key, p] : expired) {
       // A refused request (our side could not set its channel up) parks no
       // channel: it only keeps its reason for an accept() that never came.
       if (!p.transport) continue;
-      if (exclusive) {
+      if (p.missing < 0) {
+        VSOCKET_LOG(kWarn, "rdma: nobody accepted the connection of %s within "
+                    "VSOCKET_CLAIM_TIMEOUT_MS (its TCP connection cannot be "
+                    "looked for); resetting its channel", key.c_str());
+      } else if (p.missing > 0) {
+        VSOCKET_LOG(kWarn, "rdma: the client of %s made an RDMA channel but "
+                    "no TCP connection; resetting the channel", key.c_str());
+      } else if (exclusive) {
         VSOCKET_LOG(kDebug, "rdma: the client of %s gave up before accept(); "
                     "dropping its channel", key.c_str());
       } else {
@@ -449,6 +491,7 @@ class ListenerState : public ProgressWatcher,
   std::unique_ptr<LinkListener> links_;     // guarded by accept_mu_
   std::atomic<bool> stopped_{false};
   const int timer_fd_;
+  const uint16_t port_;  // host order
   std::atomic<bool> exclusive_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -538,6 +581,7 @@ int StartRdmaListener(int listen_fd) {
     reuse_port = 1;  // unknown: assume shared
   }
   auto state = std::make_shared<ListenerState>(std::move(listener), timer_fd,
+                                               ntohs(addr.sin_port),
                                                /*exclusive=*/reuse_port == 0);
   state->AcceptLinks();
   if (Watch(state->listener_fd(), state) != 0) {
