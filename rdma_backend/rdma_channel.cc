@@ -279,7 +279,7 @@ bool RdmaChannel::PrepareToSleep() {
   // Nobody may sleep while bytes it sent wait unposted.
   FlushCorked(kNoSlotWait);
   if (link_) {
-    link_->Arm();
+    link_->ArmIfIdle();
     return Progress() == 0 && error_ == 0;
   }
   // Consume completion events that fired since the last arm (an external

@@ -960,6 +960,18 @@ int RdmaLink::Arm() {
   return PollLocked();
 }
 
+int RdmaLink::ArmIfIdle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cq_armed_ && !dead_) {
+    if (ibv_req_notify_cq(cq_, 0) != 0) {
+      DieLocked("ibv_req_notify_cq failed");
+    } else {
+      cq_armed_ = true;
+    }
+  }
+  return PollLocked();
+}
+
 void RdmaLink::PollCm() {
   std::lock_guard<std::mutex> lock(mu_);
   HandleCmEventsLocked();

@@ -170,6 +170,13 @@ class RdmaLink {
   // Consumes delivered completion-channel events and arms the CQ, so that
   // completion_fd() fires for the next completion; then Poll().
   int Arm();
+  // Arms the CQ unless an arm is outstanding, then Poll(); reads nothing
+  // from the completion channel.  For a connection about to sleep: an
+  // event already delivered is the watcher's to consume (LinkWatch, or
+  // Wait()), which then arms again and polls, so no completion is missed,
+  // and the sleeper neither reads the channel (a system call) nor holds
+  // mu_ for it against the progress thread.
+  int ArmIfIdle();
   // Handles the CM events pending on cm_fd() (a disconnect).
   void PollCm();
 
