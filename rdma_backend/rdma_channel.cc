@@ -1039,8 +1039,17 @@ void RdmaChannel::CloseOnLink(int64_t drain_deadline) {
     }
   }
   // The last message for the slot: CLOSE, or RESET after a reset or an
-  // Abort() (the peer then reports ECONNRESET, as after TCP's RST).
-  link_->CloseConnection(link_conn_, /*reset=*/error_ != 0);
+  // Abort() (the peer then reports ECONNRESET, as after TCP's RST).  It
+  // must leave before we return: a process that exits next takes its QPs
+  // down, and a CLOSE still in the send queue would reach the peer as the
+  // link's disconnect -- a reset of a connection closed cleanly
+  // (kill_loop_test: a victim's EOF read as ECONNRESET).
+  const uint32_t generation = link_->CloseConnection(link_conn_, /*reset=*/error_ != 0);
+  while (!link_->LastMessageDone(link_conn_, generation) &&
+         MonotonicNs() < drain_deadline) {
+    link_->Wait(drain_deadline);
+    link_->SignalTouched(link_conn_.slot);  // what the wait filed for others
+  }
   connected_ = false;
   closed_ = true;
   fin_sent_ = true;

@@ -113,7 +113,9 @@ class RdmaLink {
   // `ring_bytes`, sends OPEN announcing `tcp_port`, and waits until
   // `deadline_ns` (CLOCK_MONOTONIC) for the answer.  0 and *out on ACCEPT.
   // -1 with errno: ECONNREFUSED (DECLINE; *cause set), ETIMEDOUT (no
-  // answer: a CANCEL was sent), ECONNRESET (the link died), EBUSY (no free
+  // answer by the deadline: a CANCEL was sent, and Open returns once the
+  // server answered it -- its parked copy is reset by then -- or after 2 s
+  // more, closing the link), ECONNRESET (the link died), EBUSY (no free
   // slot), ENOMEM (no slice), EINVAL.
   int Open(uint16_t tcp_port, uint32_t ring_bytes, int64_t deadline_ns,
            LinkConnection* out, uint8_t* cause);
@@ -150,15 +152,20 @@ class RdmaLink {
                       signal);
   }
   // Moves the immediates that arrived for `c` since the last call to *out
-  // (appended).  A link death appears as a CONTROL RESET event.  Consecutive
+  // (appended), and unlists its slot (TakeTouched) in the same step.  A link death appears as a CONTROL RESET event.  Consecutive
   // counts of one type arrive summed (kSlotSendDone: how many signalled
   // posts completed); NOPs are dropped.
   void TakeEvents(const LinkConnection& c, std::vector<SlotEvent>* out);
   // Sends the slot's last message, CLOSE or (`reset`) RESET, unless one
   // went already.  The slot and its slices are freed once the peer's last
-  // message arrived too (at once if it had).  REQUIRES: `c` is not used
-  // for PostToPeer afterwards.
-  void CloseConnection(const LinkConnection& c, bool reset);
+  // message arrived too (at once if it had).  Returns the slot's
+  // generation for LastMessageDone.  REQUIRES: `c` is not used for
+  // PostToPeer afterwards.
+  uint32_t CloseConnection(const LinkConnection& c, bool reset);
+  // True once the last message CloseConnection sent left (its WR
+  // completed: the NIC is done with every earlier WR of the slot), or the
+  // slot was freed since (`generation`), or the link died.
+  bool LastMessageDone(const LinkConnection& c, uint32_t generation) const;
 
   // Handles every completion and CM event available now; never blocks.
   // Returns how many it handled.
@@ -181,11 +188,14 @@ class RdmaLink {
   void PollCm();
 
   // Which slots got events, for the progress thread (link_watch.h): a
-  // slot's first event since the last TakeTouched() lists it.  Whoever
-  // polled for its own slot calls SignalTouched(own) afterwards: the own
-  // slot is unlisted (its caller takes its events), and if others remain
-  // listed the wake descriptor (SetWakeFd, an eventfd) is written once
-  // until the next TakeTouched().
+  // slot's first event since the last TakeTouched() or TakeEvents() lists
+  // it.  Whoever polled for its own slot calls SignalTouched(own) after its
+  // TakeEvents: the own slot is unlisted unless events came since, and if
+  // slots remain listed the wake descriptor (SetWakeFd, an eventfd) is
+  // written once until the next TakeTouched().  Every poll outside the
+  // progress thread is followed by a SignalTouched (Open's and the send
+  // queue's waits do it themselves), and a Wait() that took the CQ's event
+  // arms the CQ again: no event is left unseen.
   void SetWakeFd(int fd);
   void SignalTouched(uint16_t own_slot);
   void TakeTouched(std::vector<uint16_t>* out);
@@ -211,6 +221,7 @@ class RdmaLink {
 
  private:
   friend class LinkListener;
+  friend class RdmaLinkTestPeer;  // tests/rdma/rdma_hostile_peer_test.cc
   struct Qp {
     rdma_cm_id* id = nullptr;
     uint32_t sq_inflight = 0;
@@ -228,6 +239,10 @@ class RdmaLink {
     bool sent_last = false;
     bool got_last = false;
     bool close_done = false;  // our last message's WR completed (or none)
+    // No local user reads or writes the slices any more (CloseConnection,
+    // or no connection was ever handed out).  The slot's last message may
+    // go before (a CANCEL answered with RESET): its slices stay until then.
+    bool released = false;
     bool answered = false;  // client: ACCEPT or DECLINE arrived
     uint8_t cause = 0;
     LinkConnection conn;
@@ -251,8 +266,12 @@ class RdmaLink {
   // Appends `e` to the slot's inbox (merging counts; NOPs dropped; a flood
   // past kMaxInbox entries becomes that connection's RESET).
   void FileEventLocked(Slot& s, SlotEvent e);
-  // Lists `s` for TakeTouched (once until then).
+  // Lists `s` for TakeTouched (once until then) / unlists `slot`.
   void TouchLocked(Slot& s);
+  void UntouchLocked(uint16_t slot);
+  // Writes the wake descriptor if slots are listed (or OPENs wait) and it
+  // was not written since the last TakeTouched().
+  void SignalTouchedLocked();
   static constexpr size_t kMaxInbox = 65536;
   void HandleCmEventsLocked();
   int PostRecv(uint8_t qp, uint32_t index);
@@ -265,7 +284,12 @@ class RdmaLink {
   int SendControlLocked(uint8_t qp, const link::Control& c);
   void SendLastLocked(uint16_t slot, bool reset);
   void FreeSlotLocked(uint16_t slot);
+  // Frees the slot once both last messages crossed, ours completed and no
+  // local user is left.
+  void MaybeFreeSlotLocked(uint16_t slot);
   bool TakeSlotLocked(uint16_t* slot);
+  // Client, after a CANCEL: waits (bounded) until the server answered it.
+  void WaitForCancelAnswer(uint16_t slot);
   void DieLocked(const char* why);
 
   const bool server_;
@@ -286,6 +310,7 @@ class RdmaLink {
   bool cq_armed_ = false;
   uint32_t polls_ = 0;  // CM events are read every 64th Poll()
   std::vector<Slot> slots_;
+  std::vector<uint32_t> slot_frees_;      // by slot: times freed (Open's cancel wait)
   std::vector<uint16_t> free_slots_;
   std::vector<PeerOpen> peer_open_;       // server: by client slot
   std::vector<uint16_t> peer_to_ours_;    // server: by client slot

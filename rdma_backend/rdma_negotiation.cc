@@ -5,6 +5,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -158,7 +159,12 @@ bool ProbeOverLink(const struct sockaddr_in& dst, const std::string& key,
     const std::shared_ptr<RdmaLink>& link = watch->link();
     LinkConnection conn;
     uint8_t cause = 0;
-    int rc = link->Open(local_tcp_port, LinkRingBytes(), deadline, &conn, &cause);
+    // The open is a step of its own, bounded as each CM step of the
+    // per-connection setup is: a link set up just now (0.5-1 s in the TCG
+    // guest) does not leave it a deadline already past.
+    const int64_t open_deadline =
+        std::max(deadline, MonotonicNs() + int64_t{GetRdmaConfig().probe_ms} * 1'000'000);
+    int rc = link->Open(local_tcp_port, LinkRingBytes(), open_deadline, &conn, &cause);
     int err = errno;
     link->SignalTouched(link::kNoSlot);  // what it filed for others
     if (rc == 0) {
@@ -171,7 +177,10 @@ bool ProbeOverLink(const struct sockaddr_in& dst, const std::string& key,
                 err == ECONNRESET;
     if (gone) {
       DropClientLink(dst, watch.get());
-      if (attempt == 0 && MonotonicNs() < deadline) continue;
+      if (attempt == 0 && MonotonicNs() < open_deadline) {
+        deadline = open_deadline;
+        continue;
+      }
     }
     switch (err) {
       case ECONNREFUSED:
