@@ -17,6 +17,25 @@
 // What the peer learns is checked too: a write outside the victim's receive
 // ring (its control block, or past its end) must be refused by the NIC.
 //
+// The link_* scenarios attack a victim's link instead (VSOCKET_RDMA_LINKS=1
+// on both sides; rdma_backend/README.md "Validation").  The peer makes a
+// link by hand (RdmaLink::Connect) and opens two connections on it, A and
+// A2, the way a vsocket client does (OPEN naming a bound TCP port, then the
+// kernel connect); B is an ordinary vsocket connection, which the peer's
+// registry carries on a link of its own.  Then it attacks:
+//   link_slot_not_open   an immediate for a slot the victim never opened
+//   link_control_unknown a control message (SEND) with an unknown op
+//     -> the link cannot be trusted: A and A2 end (ECONNRESET or EOF)
+//        within 1 s; B, another link, keeps echoing;
+//   link_data_overflow   DATA beyond the space A's credits granted
+//   link_credit_unsent   a CREDIT for bytes the victim never sent on A
+//     -> A's fault only: A ends within 1 s, A2 (same link) still carries a
+//        message each way, B keeps echoing.
+// The link layer alone (no sockets) has its own cases in rdma_link_test
+// (corrupt: an immediate for an unopened slot kills that link, another
+// link of the same client carries data; kill: a dead client's connections
+// reset within 1 s, other clients' links carry data).
+//
 //   rdma_hostile_peer_test              every scenario
 //   rdma_hostile_peer_test NAME...      some of them
 //
@@ -28,12 +47,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "rdma_backend/rdma_channel.h"
+#include "rdma_backend/rdma_link.h"
 #include "rdma_backend/rdma_negotiation.h"
 #include "rdma_backend/wire_format.h"
 #include "exact_io.h"
@@ -67,6 +88,23 @@ class RdmaChannelTestPeer {
   static ibv_pd* Pd(const RdmaChannel& ch) { return ch.qp_->pd; }
 };
 
+// The hostile peer's hands on its own link.  Friend of RdmaLink (tests
+// only).
+class RdmaLinkTestPeer {
+ public:
+  // SENDs `len` raw bytes on QP 0: a control message of its choosing.
+  static int PostRawSend(RdmaLink& link, const void* bytes, uint32_t len) {
+    std::lock_guard<std::mutex> lock(link.mu_);
+    ibv_sge sge = {reinterpret_cast<uintptr_t>(bytes), len, 0};
+    ibv_send_wr wr = {};
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_INLINE;
+    return link.PostSendLocked(0, &wr, 1, 0);
+  }
+};
+
 }  // namespace vsocket::rdma
 
 namespace {
@@ -75,6 +113,8 @@ using vsocket::FallbackReason;
 using vsocket::FallbackReasonName;
 using vsocket::rdma::RdmaChannel;
 using vsocket::rdma::RdmaChannelTestPeer;
+using vsocket::rdma::RdmaLink;
+using vsocket::rdma::RdmaLinkTestPeer;
 using vsocket::rdma::WaitOptions;
 using vsocket_rdma_test::Addr;
 using vsocket_rdma_test::Connect;
@@ -398,6 +438,178 @@ int HelloThenVanishScenario() {
       });
 }
 
+// --- link_*: attacks on a link (see the top of the file) -------------------
+
+// A connection on a hand-made link, made as a vsocket client makes one.
+struct LinkHandMade {
+  int tcp_fd = -1;
+  vsocket::rdma::LinkConnection conn;
+  std::unique_ptr<RdmaChannel> channel;
+};
+
+LinkHandMade LinkHandConnect(const std::shared_ptr<RdmaLink>& link, int port) {
+  LinkHandMade m;
+  m.tcp_fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(m.tcp_fd >= 0, "socket");
+  sockaddr_in self = Addr(SelfIp(), 0);
+  CHECK(bind(m.tcp_fd, reinterpret_cast<sockaddr*>(&self), sizeof(self)) == 0, "bind");
+  socklen_t len = sizeof(self);
+  CHECK(getsockname(m.tcp_fd, reinterpret_cast<sockaddr*>(&self), &len) == 0,
+        "getsockname");
+  uint8_t cause = 0;
+  CHECK(link->Open(ntohs(self.sin_port), 64 * 1024,
+                   vsocket::MonotonicNs() + 5'000'000'000, &m.conn, &cause) == 0,
+        "link Open: %s (cause %u)", strerror(errno), cause);
+  m.channel = RdmaChannel::OnLink(link, m.conn, link->pool(),
+                                  vsocket::rdma::ConnectionOptions());
+  CHECK(m.channel != nullptr, "channel on the link");
+  sockaddr_in dst = Addr(SelfIp(), port);
+  CHECK(connect(m.tcp_fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)) == 0, "connect");
+  return m;
+}
+
+using LinkAttack = void (*)(RdmaLink& link, const vsocket::rdma::LinkConnection& a);
+
+void LinkSlotNotOpen(RdmaLink& link, const vsocket::rdma::LinkConnection& a) {
+  vsocket::rdma::LinkConnection forged = a;
+  forged.peer_slot = 4000;  // never opened on the victim
+  CHECK(link.PostToPeer(forged, nullptr, 0, 0, 0, wire::kImmData, 1, false) == 0,
+        "post the immediate");
+}
+void LinkControlUnknown(RdmaLink& link, const vsocket::rdma::LinkConnection&) {
+  uint8_t msg[wire::link::kControlBytes] = {};
+  msg[0] = 0x7f;  // no such op
+  CHECK(RdmaLinkTestPeer::PostRawSend(link, msg, sizeof(msg)) == 0, "post the SEND");
+}
+void LinkDataOverflow(RdmaLink& link, const vsocket::rdma::LinkConnection& a) {
+  // One byte more than A's ring holds (no credit ever granted it), in
+  // immediates of at most link::kMaxImmCount each, as a sender must.
+  uint64_t left = uint64_t{a.peer_capacity} + 1;
+  while (left > 0) {
+    const uint32_t n = static_cast<uint32_t>(
+        std::min<uint64_t>(left, wire::link::kMaxImmCount));
+    CHECK(link.PostToPeer(a, nullptr, 0, 0, 0, wire::kImmData, n, false) == 0,
+          "post the DATA");
+    left -= n;
+  }
+}
+void LinkCreditUnsent(RdmaLink& link, const vsocket::rdma::LinkConnection& a) {
+  // The victim sent nothing on A after the honest message's echo... nor
+  // before: a credit for 1,000 bytes it never sent.
+  CHECK(link.PostToPeer(a, nullptr, 0, 0, 0, wire::kImmCredit, 1000, false) == 0,
+        "post the CREDIT");
+}
+
+// `whole_link`: the attack is the link's fault (A2 ends too), else A's.
+int RunLinkAttack(LinkAttack attack, bool whole_link) {
+  return RunPair(
+      [&](Ctl& ctl) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_RDMA_LINKS", "1", 1);
+        int port;
+        int lfd = Listen(&port);
+        ctl.Send(0, port);
+        int a = vsocket_accept(lfd, nullptr, nullptr);
+        int a2 = vsocket_accept(lfd, nullptr, nullptr);
+        int b = vsocket_accept(lfd, nullptr, nullptr);
+        CHECK(a >= 0 && a2 >= 0 && b >= 0, "accept");
+        CHECK(Name(a) == "rdma" && Name(a2) == "rdma" && Name(b) == "rdma",
+              "transports %s, %s, %s", Name(a).c_str(), Name(a2).c_str(), Name(b).c_str());
+        char got[sizeof(kHello)];
+        RecvAllApi(a, got, sizeof(got));
+        CHECK(memcmp(got, kHello, sizeof(got)) == 0, "honest message on A");
+        RecvAllApi(a2, got, sizeof(got));
+        CHECK(memcmp(got, kHello, sizeof(got)) == 0, "honest message on A2");
+        ctl.Send(0, 1);  // attack
+        CHECK(ctl.Recv(0) == 2, "attack done");
+        std::vector<int> ended = {a};
+        if (whole_link) ended.push_back(a2);
+        for (int fd : ended) {
+          int64_t t0 = NowUs();
+          pollfd p = {fd, POLLIN, 0};
+          int r = vsocket_poll(&p, 1, 3000);
+          int64_t ms = (NowUs() - t0) / 1000;
+          CHECK(r == 1, "%s not readable 3 s after the attack (poll %d)",
+                fd == a ? "A" : "A2", r);
+          char buf[64];
+          errno = 0;
+          ssize_t n = vsocket_recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+          CHECK(n == 0 || (n == -1 && errno == ECONNRESET),
+                "%s after the attack: recv %zd, want EOF or ECONNRESET",
+                fd == a ? "A" : "A2", n);
+          CHECK(ms <= kDetectLimitMs, "%s ended after %lld ms", fd == a ? "A" : "A2",
+                static_cast<long long>(ms));
+        }
+        if (!whole_link) {  // A2, on the same link, still carries data
+          SendAllApi(a2, kHello, sizeof(kHello));
+          RecvAllApi(a2, got, sizeof(got));
+          CHECK(memcmp(got, kHello, sizeof(got)) == 0, "A2's echo after the attack");
+        }
+        for (int i = 0; i < kEchoRounds; ++i) {
+          uint64_t v;
+          RecvAllApi(b, &v, sizeof(v));
+          SendAllApi(b, &v, sizeof(v));
+        }
+        ctl.Send(0, 3);
+        CHECK(ctl.Recv(0) == 4, "peer done");
+        vsocket_close(a);
+        vsocket_close(a2);
+        vsocket_close(b);
+        vsocket_close(lfd);
+      },
+      [&](Ctl& ctl, pid_t) {
+        setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_RDMA_LINKS", "1", 1);
+        int port = static_cast<int>(ctl.Recv(1));
+        std::string error;
+        std::shared_ptr<RdmaLink> link =
+            RdmaLink::Connect(Addr(SelfIp(), port), vsocket::rdma::LinkOptions(), &error);
+        CHECK(link != nullptr, "link: %s", error.c_str());
+        LinkHandMade a = LinkHandConnect(link, port);
+        LinkHandMade a2 = LinkHandConnect(link, port);
+        int b = Connect(port);
+        CHECK(Name(b) == "rdma", "B: %s", Name(b).c_str());
+        for (LinkHandMade* m : {&a, &a2}) {
+          CHECK(m->channel->Send(kHello, sizeof(kHello), WaitOptions{}) ==
+                    static_cast<ssize_t>(sizeof(kHello)),
+                "honest send");
+          m->channel->PollNow();  // posts it if corked
+        }
+        CHECK(ctl.Recv(1) == 1, "victim ready");
+        attack(*link, a.conn);
+        ctl.Send(1, 2);
+        if (!whole_link) {
+          char got[sizeof(kHello)];
+          CHECK(a2.channel->Recv(got, sizeof(got), WaitOptions{}) ==
+                    static_cast<ssize_t>(sizeof(got)) &&
+                    memcmp(got, kHello, sizeof(got)) == 0,
+                "A2: the victim's message");
+          CHECK(a2.channel->Send(kHello, sizeof(kHello), WaitOptions{}) ==
+                    static_cast<ssize_t>(sizeof(kHello)),
+                "A2: echo");
+          a2.channel->PollNow();
+        }
+        for (uint64_t i = 0; i < kEchoRounds; ++i) {
+          uint64_t v = i * 0x9E3779B97F4A7C15ull, back = 0;
+          SendAllApi(b, &v, sizeof(v));
+          RecvAllApi(b, &back, sizeof(back));
+          CHECK(back == v, "B echo %llu", static_cast<unsigned long long>(i));
+        }
+        CHECK(ctl.Recv(1) == 3, "victim done");
+        ctl.Send(1, 4);
+        a.channel->Abort();
+        a2.channel->Abort();
+        close(a.tcp_fd);
+        close(a2.tcp_fd);
+        vsocket_close(b);
+      });
+}
+
+int LinkSlotNotOpenScenario() { return RunLinkAttack(LinkSlotNotOpen, true); }
+int LinkControlUnknownScenario() { return RunLinkAttack(LinkControlUnknown, true); }
+int LinkDataOverflowScenario() { return RunLinkAttack(LinkDataOverflow, false); }
+int LinkCreditUnsentScenario() { return RunLinkAttack(LinkCreditUnsent, false); }
+
 constexpr Scenario kScenarios[] = {
     {"data_overflow", DataOverflowScenario},
     {"data_zero", DataZeroScenario},
@@ -411,13 +623,18 @@ constexpr Scenario kScenarios[] = {
     {"write_past_ring", WritePastRingScenario},
     {"nop_flood", NopFloodScenario},
     {"hello_then_vanish", HelloThenVanishScenario},
+    {"link_slot_not_open", LinkSlotNotOpenScenario},
+    {"link_control_unknown", LinkControlUnknownScenario},
+    {"link_data_overflow", LinkDataOverflowScenario},
+    {"link_credit_unsent", LinkCreditUnsentScenario},
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The hostile peer speaks the per-connection wire (PROTOCOL.md 6.1) on
-  // the channel's own QP; hostile input on a link: rdma_link_test corrupt.
+  // The hostile peer of the first scenarios speaks the per-connection wire
+  // (PROTOCOL.md 6.1) on the channel's own QP; the link_* scenarios set
+  // VSOCKET_RDMA_LINKS=1 in both processes.
   setenv("VSOCKET_RDMA_LINKS", "0", 1);
   return RunScenarios(argc, argv, kScenarios, /*pair_alarm_s=*/60);
 }

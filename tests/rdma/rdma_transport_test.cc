@@ -8,6 +8,7 @@
 //   rdma_transport_test                  every scenario
 //   rdma_transport_test NAME...          some (integrity plain_server
 //                                        tcp_policy kill readiness fork stats
+//                                        stats_per_connection
 //                                        waiters pingpong spin_then_sleep
 //                                        user_space_poll concurrent_connects
 //                                        late_accept)
@@ -594,10 +595,21 @@ int Fork() {
 }
 
 // --- stats: registered memory is reported and bounded ----------------------
-int Stats() {
+// Both paths, each pinned (VSOCKET_RDMA_LINKS), whatever the default:
+//  - stats (links): a connection's ring is VSOCKET_RDMA_RING_SIZE while the
+//    process's registered bytes stay under half the limit, then 64 KiB
+//    (rdma_backend/README.md "Memory"); the mirror is the peer's ring (the
+//    server's limit is the default: 512 KiB).  With a 3 MiB limit: 512+512
+//    KiB, then twice 64+512 KiB (2,228,224 bytes); the fourth connection
+//    would pass the limit: TCP, rdma_memory_limit.
+//  - stats_per_connection: every connection registers 512 KiB + 512 KiB:
+//    three fit in 3 MiB, the fourth not.
+int StatsWith(const char* links) {
+  const bool on_links = std::string(links) == "1";
   return RunPair(
       [&](Ctl& ctl) {
         setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_RDMA_LINKS", links, 1);
         setenv("VSOCKET_RDMA_RING_SIZE", "512K", 1);
         int port;
         int lfd = Listen(&port);
@@ -614,19 +626,18 @@ int Stats() {
       },
       [&](Ctl& ctl, pid_t) {
         setenv("VSOCKET_TRANSPORT", "rdma", 1);
+        setenv("VSOCKET_RDMA_LINKS", links, 1);
         setenv("VSOCKET_RDMA_RING_SIZE", "512K", 1);
-        // Each connection registers 512 KiB (its ring's data area) + 512 KiB
-        // (mirror of the peer's ring): three fit in 3 MiB, the fourth not.
         setenv("VSOCKET_RDMA_MAX_REGISTERED_MB", "3", 1);
         int port = ctl.Recv(1);
         int a = Connect(port), b = Connect(port), d = Connect(port);
         int c = Connect(port);
-        printf("  stats: %s %s %s %s(%s)\n", Name(a).c_str(), Name(b).c_str(),
-               Name(d).c_str(), Name(c).c_str(), Reason(c).c_str());
+        printf("  stats (links %s): %s %s %s %s(%s)\n", links, Name(a).c_str(),
+               Name(b).c_str(), Name(d).c_str(), Name(c).c_str(), Reason(c).c_str());
         CHECK(Name(a) == "rdma" && Name(b) == "rdma" && Name(d) == "rdma",
               "first three on rdma");
         CHECK(Name(c) == "tcp" && Reason(c) == "rdma_memory_limit",
-              "third: %s %s", Name(c).c_str(), Reason(c).c_str());
+              "fourth: %s %s", Name(c).c_str(), Reason(c).c_str());
         char json[2048];
         vsocket_stats_json(json, sizeof(json));
         printf("  stats: %s\n", json);
@@ -637,7 +648,13 @@ int Stats() {
         unsigned long long bytes = 0;
         const char* p = strstr(json, "\"rdma_registered\":{\"bytes\":");
         CHECK(p && sscanf(p, "\"rdma_registered\":{\"bytes\":%llu", &bytes) == 1, "bytes");
-        CHECK(bytes == 3 * 1048576ull, "registered %llu", bytes);
+        const unsigned long long want =
+            on_links ? 1048576ull + 2 * (65536ull + 524288ull) : 3 * 1048576ull;
+        CHECK(bytes == want, "registered %llu, want %llu", bytes, want);
+        // One link (one QP: the default VSOCKET_RDMA_QPS_PER_LINK) carries
+        // the three, or none is made.
+        CHECK((strstr(json, "\"links\":1,\"link_qps\":") != nullptr) == on_links,
+              "links shown: %s", json);
         ctl.Send(1, 1);
         vsocket_close(a);
         vsocket_close(b);
@@ -645,6 +662,8 @@ int Stats() {
         vsocket_close(d);
       });
 }
+int Stats() { return StatsWith("1"); }
+int StatsPerConnection() { return StatsWith("0"); }
 
 // --- waiters: EINTR for a blocked recv; two threads blocked on one socket --
 int Waiters() {
@@ -1027,7 +1046,8 @@ int UserSpacePoll() {
 constexpr Scenario kScenarios[] = {
     {"readiness", Readiness}, {"plain_server", PlainServer},
     {"tcp_policy", TcpPolicy}, {"kill", Kill}, {"fork", Fork},
-    {"stats", Stats}, {"waiters", Waiters}, {"pingpong", PingPong},
+    {"stats", Stats}, {"stats_per_connection", StatsPerConnection},
+    {"waiters", Waiters}, {"pingpong", PingPong},
     {"concurrent_connects", ConcurrentConnects},
     {"spin_then_sleep", SpinThenSleep}, {"user_space_poll", UserSpacePoll},
     {"integrity", Integrity}, {"late_accept", LateAccept}};
