@@ -782,7 +782,12 @@ ssize_t RdmaChannel::SendRegistered(const UserRegion& region, size_t offset,
 
 void RdmaChannel::MaybeSendCredit(bool force) {
   uint64_t owed = rx_tail_ - rx_credited_;
-  if (owed == 0 || error_ != 0 || !connected_) return;
+  // After the peer's FIN (or CLOSE) no byte comes that a credit could make
+  // room for.  Over a link the peer's process may be gone by then, its
+  // link with it: a credit posted there failed and reset a connection that
+  // had ended cleanly (its buffered bytes and EOF lost: preload_apps.sh's
+  // python echo, 3 runs in 8).
+  if (owed == 0 || error_ != 0 || !connected_ || peer_fin_) return;
   if (!force && owed < rx_cap_ / 4) return;
   // Non-blocking: if the send queue is full the credit goes out next time.
   if (sq_inflight_ + 1 > opt_.send_queue_depth) return;
