@@ -20,8 +20,9 @@ struct RdmaConfig {
   // (rdma_channel.h, "Corking"); 0 posts every send at once.
   uint32_t cork_bytes = 16 * 1024;        // VSOCKET_RDMA_CORK
   // Sockets share one link per pair of peer processes (rdma_backend/
-  // README.md "Links") instead of a QP per connection.
-  bool links = false;                     // VSOCKET_RDMA_LINKS (0/1)
+  // README.md "Links") instead of a QP per connection; 0: a QP, CM id and
+  // registration per connection (PROTOCOL.md 6.1).
+  bool links = true;                      // VSOCKET_RDMA_LINKS (0/1)
   uint8_t qps_per_link = 1;               // VSOCKET_RDMA_QPS_PER_LINK (1..4)
 };
 
