@@ -243,12 +243,16 @@ bool OverMemoryLimit() {
 }
 
 uint32_t LinkRingBytes() {
+  // With the defaults (256 MiB, 1 MiB rings): 64 connections at 1 MiB, 128
+  // at 64 KiB, 1,024 at 16 KiB, then 10,240 at 4 KiB (the smallest ring,
+  // fifo::IsValidCapacity), each costing its ring and the peer's mirror:
+  // over 11,000 connections in all.
   uint64_t ring = GetRdmaConfig().ring_bytes;
-  uint64_t limit = GetRdmaConfig().max_registered_mb << 20;
-  constexpr uint64_t kSmallRing = 64 * 1024;
-  if (ring > kSmallRing && StatsRdmaRegisteredBytes() + 2 * ring > limit / 2) {
-    ring = kSmallRing;
-  }
+  const uint64_t sixteenth = (GetRdmaConfig().max_registered_mb << 20) / 16;
+  const uint64_t used = StatsRdmaRegisteredBytes();
+  if (used + 2 * ring > 8 * sixteenth) ring = std::min<uint64_t>(ring, 64 * 1024);
+  if (used >= 9 * sixteenth) ring = std::min<uint64_t>(ring, 16 * 1024);
+  if (used >= 11 * sixteenth) ring = std::min<uint64_t>(ring, 4 * 1024);
   return static_cast<uint32_t>(ring);
 }
 

@@ -35,7 +35,9 @@ bool OverMemoryLimit();
 
 // The receive ring of a new connection over a link: VSOCKET_RDMA_RING_SIZE
 // while the process's registered bytes are under half of
-// VSOCKET_RDMA_MAX_REGISTERED_MB, then 64 KiB.
+// VSOCKET_RDMA_MAX_REGISTERED_MB, then smaller as they grow: 64 KiB from
+// half, 16 KiB from 9/16, 4 KiB from 11/16 (so that the default limit
+// holds over 10,000 connections).
 uint32_t LinkRingBytes();
 
 // The channel options a vsocket RDMA connection uses (from the config).

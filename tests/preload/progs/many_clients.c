@@ -20,7 +20,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-enum { kMax = 4096, kMessage = 64 };
+enum { kMax = 16384, kMessage = 64 };
 
 static void fill(unsigned char* buf, int index) {
   for (int i = 0; i < kMessage; ++i) buf[i] = (unsigned char)(index * 31 + i);
