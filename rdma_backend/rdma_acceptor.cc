@@ -395,9 +395,9 @@ class ListenerState : public ProgressWatcher,
     timerfd_settime(timer_fd_, 0, &its, nullptr);
   }
 
-  // Progress thread, on the timer.  A refusal or decline kept for an
-  // accept() expires after VSOCKET_CLAIM_TIMEOUT_MS.  A parked channel
-  // nobody claimed within that time:
+  // Progress thread, on the timer.  A parked channel, or a refusal or
+  // decline whose reason is kept for accept(), nobody claimed within
+  // VSOCKET_CLAIM_TIMEOUT_MS:
   //  - whose client gave up (its reset, its link or CM connection died) is
   //    dropped;
   //  - when only this process can accept on the listener (`exclusive_`),
@@ -424,7 +424,8 @@ class ListenerState : public ProgressWatcher,
         Parked& p = it->second;
         if (p.pending || p.expires_ns > now) {
           ++it;
-        } else if (exclusive && p.transport && !p.transport->BrokenBeforePairing()) {
+        } else if (exclusive && (!p.transport || !p.transport->BrokenBeforePairing())) {
+          // A live channel, or a refusal whose reason accept() still owes.
           p.expires_ns = now + timeout;  // checked again then
           unclaimed.push_back(it->first);
           ++it;
@@ -446,7 +447,7 @@ class ListenerState : public ProgressWatcher,
       std::lock_guard<std::mutex> lock(mu_);
       for (const std::string& key : unclaimed) {
         auto it = parked_.find(key);
-        if (it == parked_.end() || !it->second.transport) continue;  // claimed
+        if (it == parked_.end() || it->second.pending) continue;  // claimed, or re-used
         Parked& p = it->second;
         if (!known) {
           p.missing = -1;  // no conclusion: the old rule, reset
