@@ -20,8 +20,9 @@ struct ShmConfig {
   // most 2^24.
   uint32_t max_shm_connections = 0;     // VSOCKET_MAX_SHM_CONNECTIONS
   // Named offers are slices of one pool per client process (shm_pool.h)
-  // rather than a file each.  Servers take both kinds whatever it says.
-  bool pool = false;                    // VSOCKET_SHM_POOL=0|1
+  // rather than a file each (0: a file each, as before issue 33).  Servers
+  // take both kinds whatever it says.
+  bool pool = true;                     // VSOCKET_SHM_POOL=0|1
 };
 
 // The settings the VSOCKET_* values `lookup` gives would make; a value out

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <mutex>
@@ -23,6 +24,7 @@
 
 #include "base/after_fork.h"
 #include "base/private_directory.h"
+#include "base/process_exited.h"
 #include "base/real_libc.h"
 #include "fifo_bridge/ring_layout.h"
 #include "fifo_bridge/segment_fault_guard.h"
@@ -42,9 +44,8 @@ int64_t MonotonicMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
 }
 
-bool ProcessIsGone(uint32_t pid) {
-  return pid == 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
-}
+// A zombie counts as gone: it no longer touches any page.
+bool ProcessIsGone(uint32_t pid) { return sys::ProcessExited(static_cast<pid_t>(pid)); }
 
 // Decimal without leading zeros (or "0" alone when `zero_ok`), at most
 // `max`.  Consumes digits up to the first non-digit.
@@ -155,13 +156,15 @@ std::string FormatPoolOfferTarget(const std::string& pool, uint32_t slice,
 class PoolMaps {
  public:
   // Maps `fd` (a checked pool file of `bytes`) as `name`.
-  static int Map(int fd, const std::string& name, uint32_t owner_pid, uint64_t capacity,
-                 size_t bytes, const struct stat& st, std::shared_ptr<PoolMapping>* out) {
+  static int Map(int fd, const std::string& path, const std::string& name, uint32_t owner_pid,
+                 uint64_t capacity, size_t bytes, const struct stat& st,
+                 std::shared_ptr<PoolMapping>* out) {
     InstallSegmentFaultGuard();  // a lost page is a reset, not a SIGBUS
     void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) return -errno;
     std::shared_ptr<PoolMapping> m(new PoolMapping());
     m->name_ = name;
+    m->path_ = path;
     m->base_ = static_cast<uint8_t*>(base);
     m->bytes_ = bytes;
     m->capacity_ = capacity;
@@ -203,7 +206,6 @@ class ClientPool {
  public:
   std::mutex mu;
   std::shared_ptr<PoolMapping> mapping;
-  int fd = -1;       // private, close-on-exec: punching holes, room checks
   uint64_t epoch = 0;
   uint32_t carved = 0;                // slices [0, carved) handed out once
   std::vector<uint32_t> free_slices;  // ready for reuse
@@ -254,7 +256,8 @@ class ClientPool {
       // Room for the slice handed out now: a chunk costs nothing until
       // its pages are used, and a full /dev/shm is the fault guard's.
       uint64_t want = mapping->slice_bytes();
-      if (::fstatvfs(fd, &vfs) == 0 && vfs.f_blocks != 0 && vfs.f_frsize != 0 &&
+      if (::statvfs(mapping->path().c_str(), &vfs) == 0 && vfs.f_blocks != 0 &&
+          vfs.f_frsize != 0 &&
           vfs.f_bavail < (want + vfs.f_frsize - 1) / vfs.f_frsize) {
         return false;  // /dev/shm has no room
       }
@@ -280,9 +283,10 @@ class ClientPool {
     if (free_slices.size() <= warm) return;
     uint32_t cold = free_slices[free_slices.size() - 1 - warm];
     if (punched[cold]) return;
-    off_t at = static_cast<off_t>(uint64_t{cold} * mapping->slice_bytes() + kSegmentHeaderBytes);
-    if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at,
-                    static_cast<off_t>(mapping->slice_bytes() - kSegmentHeaderBytes)) == 0) {
+    // MADV_REMOVE on a shared tmpfs mapping punches the file's pages out
+    // (as fallocate(PUNCH_HOLE) would), with no descriptor kept per pool.
+    uint8_t* at = mapping->slice_base(cold) + kSegmentHeaderBytes;
+    if (::madvise(at, mapping->slice_bytes() - kSegmentHeaderBytes, MADV_REMOVE) == 0) {
       punched[cold] = true;
     }
   }
@@ -328,6 +332,24 @@ uint64_t RandomNonce() {
   return nonce;
 }
 
+// The name `path` still names the file `mapping` maps: unlink it.
+void UnlinkIfSameFile(const std::string& path, const PoolMapping& mapping) {
+  struct stat st;
+  if (!path.empty() && ::lstat(path.c_str(), &st) == 0 && st.st_dev == mapping.dev() &&
+      st.st_ino == mapping.ino()) {
+    ::unlink(path.c_str());
+  }
+}
+
+void UnlinkOwnPoolsAtExit();
+
+// Once per process image, with its first own pool (made or adopted across
+// exec).
+void UnlinkOwnPoolsAtExitOnce() {
+  static bool registered = std::atexit(UnlinkOwnPoolsAtExit) == 0;
+  (void)registered;
+}
+
 // Makes a new pool file and maps it.
 int NewClientPool(uid_t euid, uint64_t capacity, ClientPool** out) {
   std::string dir = ShmDirectory(euid);
@@ -350,16 +372,17 @@ int NewClientPool(uid_t euid, uint64_t capacity, ClientPool** out) {
     if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0 || ::fstat(fd, &st) != 0) {
       err = -errno;
     } else {
-      err = PoolMaps::Map(fd, name, pid, capacity, bytes, st, &mapping);
+      err = PoolMaps::Map(fd, path, name, pid, capacity, bytes, st, &mapping);
     }
     if (err != 0) {
       sys::close(fd);
       ::unlink(path.c_str());
       return err;
     }
+    UnlinkOwnPoolsAtExitOnce();
+    sys::close(fd);  // the mapping and the name suffice (no descriptor per pool)
     auto* pool = new ClientPool();
     pool->mapping = std::move(mapping);
-    pool->fd = sys::MovePrivate(fd);
     pool->epoch = g_fork_epoch.load(std::memory_order_relaxed);
     *out = pool;
     return 0;
@@ -436,20 +459,41 @@ void RemakePeerPoolsLock() {
   if (g_peer_pools != nullptr) new (&g_peer_pools->mu) std::mutex();
 }
 
+// In a forked child, once fork() has returned: the cached mappings no
+// slice uses go.  A pre-forking server's session process would otherwise
+// carry every pool its listener had cached, and programs lower RLIMIT_AS
+// there (vsftpd: 200 MiB, which a few 64 MiB pools filled, and its next
+// thread's stack failed).
+void DropUnusedPoolsInForkedChild() {
+  if (g_peer_pools == nullptr) return;
+  std::lock_guard<std::mutex> lock(g_peer_pools->mu);
+  for (auto it = g_peer_pools->by_name.begin(); it != g_peer_pools->by_name.end();) {
+    if (it->second.use_count() == 1) {
+      g_peer_pools->idle_since_ms.erase(it->first);
+      it = g_peer_pools->by_name.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 PeerPools& ThePeerPools() {
   static PeerPools* pools = [] {
     g_peer_pools = new PeerPools();
     sys::AtFork(nullptr, nullptr, RemakePeerPoolsLock);
+    sys::RunInEachForkedChild(DropUnusedPoolsInForkedChild);
     return g_peer_pools;
   }();
   return *pools;
 }
 
 // REQUIRES: pools.mu held.  Drops the mappings no slice uses whose owner
-// is gone, or that have been idle for kIdlePoolMs.
-void DropUnusedPools(PeerPools& pools, int64_t now_ms) {
-  if (now_ms < pools.next_look_ms) return;
+// is gone, or that have been idle for kIdlePoolMs.  Returns whether unused
+// mappings remain.
+bool DropUnusedPools(PeerPools& pools, int64_t now_ms, bool now = false) {
+  if (!now && now_ms < pools.next_look_ms) return true;
   pools.next_look_ms = now_ms + kCacheLookEveryMs;
+  bool unused_left = false;
   for (auto it = pools.by_name.begin(); it != pools.by_name.end();) {
     bool unused = it->second.use_count() == 1;
     if (!unused) {
@@ -463,9 +507,11 @@ void DropUnusedPools(PeerPools& pools, int64_t now_ms) {
       pools.idle_since_ms.erase(idle);
       it = pools.by_name.erase(it);
     } else {
+      unused_left = true;
       ++it;
     }
   }
+  return unused_left;
 }
 
 }  // namespace
@@ -493,13 +539,15 @@ int MapPeerPool(const std::string& name, uid_t euid, std::shared_ptr<PoolMapping
     err = -errno;
   } else if (!S_ISREG(st.st_mode) || st.st_uid != euid || (st.st_mode & 077) != 0) {
     err = -EPERM;
-  } else if (static_cast<uint64_t>(st.st_size) != PoolBytes(capacity)) {
+  } else if (st.st_size <= 0 || static_cast<uint64_t>(st.st_size) % PoolSliceBytes(capacity) != 0 ||
+             static_cast<uint64_t>(st.st_size) / PoolSliceBytes(capacity) > kPoolSlices) {
     err = -EINVAL;
   } else {
     std::shared_ptr<PoolMapping> mapping;
-    err = PoolMaps::Map(fd, name, owner_pid, capacity, static_cast<size_t>(st.st_size), st,
-                        &mapping);
+    err = PoolMaps::Map(fd, path, name, owner_pid, capacity, static_cast<size_t>(st.st_size),
+                        st, &mapping);
     if (err == 0) {
+      if (owner_pid == static_cast<uint32_t>(::getpid())) UnlinkOwnPoolsAtExitOnce();
       pools.by_name[name] = mapping;
       pools.idle_since_ms.erase(name);
       *out = std::move(mapping);
@@ -507,6 +555,77 @@ int MapPeerPool(const std::string& name, uid_t euid, std::shared_ptr<PoolMapping
   }
   sys::close(fd);
   return err;
+}
+
+namespace {
+
+// The atexit handler (UnlinkOwnPoolsAtExitOnce): this image's pool files
+// go with it, as a file per offer went at the release of its connection,
+// rather than at another process's sweep.  A pool with a slice handed out
+// and not yet claimed keeps its file (its server has not mapped the pool
+// yet; the sweep removes it once this pid is gone).  Servers keep their
+// mappings.  Locks are only tried: a thread that holds one at exit leaves
+// its pools to the sweep.  Not run on _exit, a fatal signal or exec (the
+// new image adopts the pool by name).
+void UnlinkOwnPoolsAtExit() {
+  uint64_t epoch = g_fork_epoch.load(std::memory_order_relaxed);
+  {
+    std::unique_lock<std::mutex> lock(g_client_pools_mu, std::try_to_lock);
+    ClientPools* all = lock.owns_lock() && g_client_pools_epoch == epoch ? g_client_pools
+                                                                         : nullptr;
+    std::unique_lock<std::mutex> all_lock;
+    if (all) all_lock = std::unique_lock<std::mutex>(all->mu, std::try_to_lock);
+    if (all && all_lock.owns_lock()) {
+      for (ClientPool* pool : all->pools) {
+        std::unique_lock<std::mutex> pool_lock(pool->mu, std::try_to_lock);
+        if (!pool_lock.owns_lock() || pool->epoch != epoch) continue;
+        std::vector<bool> in_use(pool->carved, true);
+        for (uint32_t s : pool->free_slices) in_use[s] = false;
+        for (const auto& p : pool->pending) in_use[p.slice] = false;
+        bool unclaimed = false;
+        for (uint32_t s = 0; s < pool->carved && !unclaimed; ++s) {
+          auto* header = reinterpret_cast<SegmentHeader*>(pool->mapping->slice_base(s));
+          unclaimed = in_use[s] && !ClaimWasMade(header->claim.load(std::memory_order_acquire));
+        }
+        if (!unclaimed) UnlinkIfSameFile(pool->mapping->path(), *pool->mapping);
+      }
+    }
+  }
+  if (g_peer_pools == nullptr) return;
+  std::unique_lock<std::mutex> lock(g_peer_pools->mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  for (auto& [name, mapping] : g_peer_pools->by_name) {
+    // Adopted across exec: ours.
+    if (mapping->owner_pid() == static_cast<uint32_t>(::getpid()))
+      UnlinkIfSameFile(mapping->path(), *mapping);
+  }
+}
+
+}  // namespace
+
+bool DropUnusedPeerPools() {
+  PeerPools& pools = ThePeerPools();
+  std::lock_guard<std::mutex> lock(pools.mu);
+  return DropUnusedPools(pools, MonotonicMs(), /*now=*/true);
+}
+
+void ReleasePeerPoolSlice(PoolSlice* slice) {
+  std::shared_ptr<PoolMapping> mapping = std::move(slice->mapping);
+  if (!mapping || !mapping->owner_may_have_exited()) return;
+  {
+    PeerPools& pools = ThePeerPools();
+    std::lock_guard<std::mutex> lock(pools.mu);
+    auto it = pools.by_name.find(mapping->name());
+    // Ours and the cache's: no other slice of it is in use.
+    if (it == pools.by_name.end() || it->second != mapping || mapping.use_count() != 2) return;
+    if (!ProcessIsGone(mapping->owner_pid())) return;
+    pools.by_name.erase(it);
+    pools.idle_since_ms.erase(mapping->name());
+  }
+  // Nobody maps it for a new connection: its owner made the offers.  The
+  // name is unlinked only while it is this file.
+  UnlinkIfSameFile(mapping->path(), *mapping);
+  mapping.reset();  // the munmap, outside the cache's lock
 }
 
 // ---- Fault recovery ----

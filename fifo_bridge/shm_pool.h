@@ -19,7 +19,14 @@
 // Ownership:
 //  - PoolMapping: one mapping of one pool file, shared (shared_ptr) by the
 //    ShmSegments of its slices and, on the server, the process's cache.
-//    Unmapped by its last holder.  Nothing is unmapped per connection.
+//    Unmapped by its last holder.  Nothing is unmapped per connection,
+//    but on a server the last slice of a pool whose owner has exited: the
+//    liveness path marks the mapping (ShmSegment::NotePeerExited) and the
+//    close of that last connection unmaps it (ReleasePeerPoolSlice) once
+//    the owner is seen gone.
+//  - The pool's file: unlinked at the owner's exit() (an atexit handler;
+//    kept while a slice handed out is unclaimed), by a server dropping a
+//    dead owner's pool, or by the sweep once the owner pid is gone.
 //  - The owner's free list and chunk table (how many slices are carved)
 //    are private memory of the client process that made the pool; a
 //    forked child never hands out its parent's slices (it makes pools of
@@ -34,6 +41,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,7 +58,12 @@ namespace vsocket::fifo {
 // once whole; slices are carved from it kPoolChunkSlices at a time as the
 // free list runs out, and reused before a new chunk is carved.
 inline constexpr uint32_t kPoolSlices = 256;
-inline constexpr size_t kPoolAddressBytes = size_t{512} << 20;
+// 128 MiB: every process that accepts from the owner maps the whole pool,
+// and programs lower RLIMIT_AS after accepting (vsftpd's session process:
+// 200 MiB, inherited with the listener's mappings; 512 MiB pools left it
+// no room for a thread's stack).  Not smaller: 10,000 connections of
+// 1 MiB rings then take 161 pools, within the fault guard's 256 slots.
+inline constexpr size_t kPoolAddressBytes = size_t{128} << 20;
 inline constexpr uint32_t kPoolChunkSlices = 16;
 // Free slices whose ring pages stay allocated for the next connections:
 // at most kPoolWarmBytes of slices (at least one, at most kPoolWarmSlices);
@@ -82,7 +95,9 @@ std::string FormatPoolOfferTarget(const std::string& pool, uint32_t slice,
                                   uint32_t generation);
 
 // Bytes of one slice (a segment's) for rings of `capacity` bytes, and of
-// a whole pool of them (the file's exact size; servers check it).
+// a whole pool of them as this build makes it.  Servers accept any whole
+// number of slices from 1 to kPoolSlices (docs/PROTOCOL.md: the size is
+// the owner's choice; older builds made 512 MiB pools).
 size_t PoolSliceBytes(uint64_t capacity);
 size_t PoolBytes(uint64_t capacity);
 
@@ -96,6 +111,7 @@ class PoolMapping {
   PoolMapping& operator=(const PoolMapping&) = delete;
 
   const std::string& name() const { return name_; }
+  const std::string& path() const { return path_; }  // the file's, when mapped
   uint64_t capacity() const { return capacity_; }
   size_t slice_bytes() const { return slice_bytes_; }
   uint32_t slices() const { return slices_; }
@@ -107,6 +123,16 @@ class PoolMapping {
   // The fault guard replaced (some of) its pages: no new connection may
   // use it.
   bool lost() const;
+  // A server saw the liveness connection of one of its slices end without
+  // a close (ShmSegment::NotePeerExited): its owner may have exited.  The
+  // release of the process's last slice of it then checks the owner and
+  // drops the mapping at once (ReleasePeerPoolSlice).  (The owner is
+  // checked then, not here: the liveness socket closes before a killed
+  // process becomes a zombie.)  Any thread.
+  void MarkOwnerMayHaveExited() { owner_may_have_exited_.store(true, std::memory_order_release); }
+  bool owner_may_have_exited() const {
+    return owner_may_have_exited_.load(std::memory_order_acquire);
+  }
 
  private:
   friend class PoolMaps;
@@ -121,6 +147,8 @@ class PoolMapping {
   dev_t dev_ = 0;
   ino_t ino_ = 0;
   int registry_slot_ = -1;  // in the fault guard's table
+  std::string path_;        // the file's, for the unlink of a dead owner's pool
+  std::atomic<bool> owner_may_have_exited_{false};
 };
 
 // A slice held by one ShmSegment.
@@ -144,10 +172,32 @@ void ReturnPoolSlice(const PoolSlice& slice);
 // Server and exec adoption: the mapping of pool `name` of user `euid`
 // (this process's), cached per process: mapped on the first slice, found
 // on later ones.  The file is opened O_NOFOLLOW and must be a regular
-// file of that user, mode 0600, of PoolBytes(its capacity).  Unused
+// file of that user, mode 0600, of 1 to kPoolSlices whole slices.  Unused
 // mappings of gone owners, or idle ones, are unmapped on later calls.
 // Returns 0 or -errno (-ENOENT: no such pool; -EINVAL/-EPERM: invalid).
 int MapPeerPool(const std::string& name, uid_t euid, std::shared_ptr<PoolMapping>* out);
+
+// Server (and exec adoption): the ShmSegment of `slice`, a slice of a
+// peer's pool, is gone; `slice->mapping` is let go here.  When the mapping
+// is marked (PoolMapping::MarkOwnerMayHaveExited), no other slice of it is
+// in use in this process and its owner has exited (a zombie counts), the
+// process's cached mapping is dropped now: the pool is unmapped on the
+// calling thread (the one that closed the last connection of it; not under
+// the cache's lock), and its file is unlinked while its name still names
+// that file (another server of the same dead owner, or the sweep, may have
+// been first).  Otherwise the cache keeps the mapping for the owner's next
+// connections (MapPeerPool drops unused ones later).  Costs nothing but a
+// load for an unmarked mapping.  REQUIRES: slice->owner == nullptr.
+void ReleasePeerPoolSlice(PoolSlice* slice);
+
+// Server: drops now the cached mappings that no slice uses and whose owner
+// has exited (a zombie counts), or that have been unused for 10 s (the
+// same rule MapPeerPool applies at most once a second, at a claim).
+// Returns true while unused mappings of live owners remain cached: call
+// again later (the bridge's pool cache sweeper does, from the liveness
+// watcher thread, a second after a server releases a pooled slice).
+// Any thread; takes the cache's lock; the munmaps happen under it.
+bool DropUnusedPeerPools();
 
 // The fault guard's recoverer for pool files (async-signal-safe): private
 // zero pages over the rings of every slice in the mapping (and over a lost

@@ -16,6 +16,7 @@
 #include <climits>
 
 #include "base/real_libc.h"
+#include "fifo_bridge/pool_cache_sweeper.h"
 #include "fifo_bridge/shm_reasons.h"
 #include "vsocket/linger_abort.h"
 #include "vsocket/log.h"
@@ -95,7 +96,12 @@ void ShmLifecycle::Release() {
   channel_.doorbell()->Close();
   if (tcp_fd_ >= 0) sys::close(tcp_fd_);
   tcp_fd_ = -1;
+  // A server's slice of a peer's pool: the cached mapping may now be
+  // unused (pool_cache_sweeper.h).
+  const bool peer_pool = channel_.segment() && channel_.segment()->pooled() &&
+                         channel_.segment()->pool_slice().owner == nullptr;
   channel_.ReleaseSegment();
+  if (peer_pool) SchedulePeerPoolSweep();
   descriptors_.Give();
 }
 

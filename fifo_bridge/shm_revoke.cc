@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/process_exited.h"
 #include "base/real_libc.h"
 #include "fifo_bridge/claim_progress.h"
 #include "fifo_bridge/shm_reasons.h"
@@ -31,31 +32,6 @@
 namespace vsocket::fifo {
 
 namespace sys = ::vsocket::sys;
-
-namespace {
-
-// True when `pid` has exited: no such process, or a zombie that its parent
-// has not reaped yet (kill(pid, 0) still succeeds on those).  A pid reused
-// within the claim timeout looks alive: the claim timeout then decides, as
-// before.
-bool ProcessIsGone(pid_t pid) {
-  char path[32];
-  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT;
-  char buf[256];
-  ssize_t n = sys::read(fd, buf, sizeof(buf) - 1);
-  sys::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  // "pid (comm) S ...": the state follows the last ')' (comm may hold one).
-  const char* paren = strrchr(buf, ')');
-  if (paren == nullptr || paren[1] != ' ') return false;
-  char state = paren[2];
-  return state == 'Z' || state == 'X';
-}
-
-}  // namespace
 
 void ShmLifecycle::CheckLiveness() {
   // After a move to TCP its bytes are the stream's, not a protocol error.
@@ -111,6 +87,10 @@ void ShmLifecycle::CheckLiveness() {
       VSOCKET_LOG(kDebug, "%llu bytes the dead peer held are delivered",
                   static_cast<unsigned long long>(held));
   }
+  // A pool's server: its owner may have died with it (our close then drops
+  // its mapping).  Before kLocalPeerGone: a reader that sees the end and
+  // closes finds the mark.
+  channel_.segment()->NotePeerExited();
   uint32_t local = channel_.side()->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
   // A wait socket already shut for reading (the peer's close was shown)
   // stays readable and refuses the datagram (EPIPE): no wake-up to send.
@@ -221,7 +201,7 @@ int64_t ShmLifecycle::NextLookAfterDeadline() {
       MaybeRevoke(true, DeclineReason());
       return 0;
     }
-    if (listener_pid_ > 0 && ProcessIsGone(listener_pid_)) {
+    if (listener_pid_ > 0 && sys::ProcessExited(listener_pid_)) {
       VSOCKET_LOG(kDebug, "the listener (pid %d) is gone before claiming: offer revoked",
                   static_cast<int>(listener_pid_));
       MaybeRevoke(true, ShmReason().offer_revoked);

@@ -220,8 +220,10 @@ ShmSegment::~ShmSegment() {
     // server's last holder says it no longer touches it.
     if (slice_.owner != nullptr) {
       ReturnPoolSlice(slice_);
-    } else if (released_as_ == kServerReleased) {
-      header_->released.fetch_or(kServerDetached, std::memory_order_acq_rel);
+    } else {
+      if (released_as_ == kServerReleased)
+        header_->released.fetch_or(kServerDetached, std::memory_order_acq_rel);
+      ReleasePeerPoolSlice(&slice_);  // a dead owner's pool goes with its last slice
     }
   } else if (base_) {
     ::munmap(base_, bytes_);
@@ -562,6 +564,12 @@ void ShmSegment::Unlink() {
     if (NamesThisFile()) ::unlink(path_.c_str());
     linked_ = false;
   }
+}
+
+void ShmSegment::NotePeerExited() {
+  if (!pooled_ || slice_.owner != nullptr || !slice_.mapping) return;
+  if (OfAnotherPidNamespace(*header_)) return;
+  slice_.mapping->MarkOwnerMayHaveExited();
 }
 
 void ShmSegment::ReleaseName(bool client, bool peer_gone) {

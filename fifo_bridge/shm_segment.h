@@ -151,6 +151,13 @@ class ShmSegment {
   // header and unlinks the name when the peer released first or is known to
   // be gone (`peer_gone`).  Any thread; once per side.
   void ReleaseName(bool client, bool peer_gone);
+  // The peer's process left without a close (the liveness connection's
+  // end).  On a server of a pool's slice, marks the mapping
+  // (PoolMapping::MarkOwnerMayHaveExited): the release of the process's
+  // last slice of it then checks the owner and, if it has exited, unmaps
+  // the pool and unlinks its file (ReleasePeerPoolSlice).  No-op otherwise,
+  // and for an owner of another PID namespace.  Any thread.
+  void NotePeerExited();
 
   // The descriptor the segment is held by (owned by this object), -1 if
   // none: a sealed segment keeps one, a named one only once

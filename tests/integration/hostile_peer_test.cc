@@ -114,9 +114,10 @@ struct Segment {
   }
 };
 
+// Pools are on unless VSOCKET_SHM_POOL=0 (the nopool variants).
 bool PoolsOn() {
   const char* v = getenv("VSOCKET_SHM_POOL");
-  return v != nullptr && std::string(v) == "1";
+  return v == nullptr || std::string(v) != "0";
 }
 
 Segment MapSegmentOf(int accepted_fd, int listen_port) {
@@ -128,7 +129,7 @@ Segment MapSegmentOf(int accepted_fd, int listen_port) {
   std::string path = "/dev/shm/vsocket-" + std::to_string(geteuid()) + "/c-127.0.0.1-" +
                      std::to_string(listen_port) + "-" + std::to_string(ntohs(peer.sin_port));
   Segment s;
-  // A pool's slice (VSOCKET_SHM_POOL=1) is named by a symlink:
+  // A pool's slice (the default; not VSOCKET_SHM_POOL=0) is named by a symlink:
   // "<pool>#<slice>#<generation>", the pool's name ending in -<capacity>.
   char target[256];
   ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);

@@ -13,7 +13,8 @@
 //    back to their level before the loop;
 //  - no segment file of the loop's processes is left in
 //    /dev/shm/vsocket-<uid>/ once a new process has made a connection
-//    (names of dead processes are swept at the next offer);
+//    (names of dead processes are swept at the next offer; the survivor's
+//    own pools stay while it lives);
 //  - a new pair of processes connects over shared memory and moves data.
 //
 // The victim is vsocket_testpeer in "source" mode (send BYTES, shutdown,
@@ -55,6 +56,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -124,10 +126,15 @@ int CountShmMappings() {
 std::vector<std::string> SegmentsOf(const std::set<pid_t>& pids) {
   std::vector<std::string> found;
   const std::string dir = ShmDir(geteuid());
+  // This process's own pools (fifo_bridge/shm_pool.h: it connects as a
+  // client when the victim is a server) stay while it lives: a pool is
+  // mapped once per process, not per connection.
+  const std::string own_pool = "pool-" + std::to_string(getpid()) + "-";
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return found;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
+    if (std::string_view(e->d_name).starts_with(own_pool)) continue;
     const std::string path = dir + "/" + e->d_name;
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;

@@ -4,12 +4,15 @@
 // later sends fail with EPIPE (MSG_NOSIGNAL: no signal; without it: SIGPIPE
 // is raised, seen by a handler); once it has closed, no ring file of that
 // connection is left in /dev/shm/vsocket-<uid>/ and its /proc/self/maps has
-// no /dev/shm/vsocket- mapping. Both directions (kill the client, kill the
+// no /dev/shm/vsocket- mapping but, with pools, a surviving client's own
+// pool (no offer name points into it; its file goes at its exit). Both directions (kill the client, kill the
 // server); the victim either streams (killed while data is in flight) or has
 // stalled (survivor blocked in recv). Kernel TCP runs the same script as a
 // reference for the harness.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <sstream>
@@ -47,6 +50,23 @@ std::vector<std::string> Split(const std::string& csv) {
   std::vector<std::string> out;
   std::stringstream ss(csv);
   for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+// The offer names (symlinks) of this user's directory whose text names
+// pool `pool`'s slices ("<pool>#<slice>#<generation>").
+std::vector<std::string> OffersNaming(const std::string& pool) {
+  std::vector<std::string> out;
+  const std::string dir = ShmDir(getuid());
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (struct dirent* e = readdir(d)) {
+    char text[256];
+    ssize_t n = readlink((dir + "/" + e->d_name).c_str(), text, sizeof(text) - 1);
+    if (n <= 0) continue;
+    if (std::string(text, n).starts_with(pool + "#")) out.push_back(e->d_name);
+  }
+  closedir(d);
   return out;
 }
 
@@ -129,9 +149,24 @@ TEST_P(PeerKilledTest, SurvivorSeesEofOrResetPromptlyThenEpipeAndCleansUp) {
   EXPECT_EQ(s.One("signal_write").Get("errno"), "EPIPE");
   EXPECT_EQ(s.One("signal_write").Int("sigpipe"), 2);
 
-  // Cleanup: close succeeded, nothing mapped, ring files gone.
+  // Cleanup: close succeeded, nothing of the connection mapped, its files
+  // gone.  With pools (fifo_bridge/shm_pool.h) a surviving client keeps
+  // its own pool mapped after the close (that is the point of a pool), no
+  // offer name points into it, and its file goes at the survivor's exit; a
+  // surviving server has dropped the dead client's pool, mapping and file,
+  // by the end of its close.
   EXPECT_EQ(s.One("closed").Get("ret"), "0");
-  EXPECT_EQ(s.One("closed").Int("maps"), 0);
+  const int own_pool_maps = static_cast<int>(s.One("closed").Int("own_pool_maps"));
+  EXPECT_EQ(s.One("closed").Int("maps"), own_pool_maps) << "mappings of the peer's left";
+  if (kill_client) {
+    EXPECT_EQ(own_pool_maps, 0);  // a server makes no pool
+  }
+  const char* pool_switch = getenv("VSOCKET_SHM_POOL");
+  const bool pools = pool_switch == nullptr || std::string(pool_switch) != "0";
+  if (c.shm && !kill_client) {
+    EXPECT_EQ(own_pool_maps, pools ? 1 : 0) << "a client's own pool, VSOCKET_SHM_POOL "
+                                            << (pool_switch ? pool_switch : "unset");
+  }
   const std::vector<Record> mapped = s.All("mapped");
   if (c.shm) {
     EXPECT_GE(s.One("ready").Int("mappings"), 1) << "shm connection with no ring mapping?";
@@ -141,7 +176,13 @@ TEST_P(PeerKilledTest, SurvivorSeesEofOrResetPromptlyThenEpipeAndCleansUp) {
   for (const Record& m : mapped) {
     const std::string path = m.Get("path");
     EXPECT_TRUE(path.starts_with(ShmDir(getuid()) + "/")) << path;
+    // (The survivor has exited by now: its own pool went at its exit.)
     EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " still exists after close";
+    if (m.Get("own_pool") == "1") {
+      const std::string pool = path.substr(path.rfind('/') + 1);
+      EXPECT_EQ(OffersNaming(pool), std::vector<std::string>{})
+          << "offer names still point into " << pool << " after close";
+    }
   }
 }
 

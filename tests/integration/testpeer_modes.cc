@@ -157,10 +157,14 @@ bool ModeRoundtrip(const ModeConfig& m, int fd) {
 }
 
 // Lines of /proc/self/maps that map a vsocket ring file; emits one
-// "mapped path=P deleted=0|1" line per mapping when `emit`.  The process's
-// own live statistics page (stat-<pid>, mapped for its whole life) is not
-// a ring and is left out.
-int CountVsocketMappings(bool emit) {
+// "mapped path=P deleted=0|1 own_pool=0|1" line per mapping when `emit`.
+// The process's own live statistics page (stat-<pid>, mapped for its whole
+// life) is not a ring and is left out.  `own_pools`, when given, counts
+// the mappings of this process's own pools (pool-<pid>-*, fifo_bridge/
+// shm_pool.h), which stay mapped while it lives.
+int CountVsocketMappings(bool emit, int* own_pools = nullptr) {
+  const std::string own_prefix = "/pool-" + std::to_string(getpid()) + "-";
+  if (own_pools) *own_pools = 0;
   std::ifstream maps("/proc/self/maps");
   std::string line;
   int count = 0;
@@ -176,7 +180,12 @@ int CountVsocketMappings(bool emit) {
       path.resize(path.size() - kDeleted.size());
       deleted = true;
     }
-    if (emit) Emit("mapped path=%s deleted=%d", path.c_str(), deleted ? 1 : 0);
+    bool own_pool = path.find(own_prefix) != std::string::npos;
+    if (own_pool && own_pools) ++*own_pools;
+    if (emit) {
+      Emit("mapped path=%s deleted=%d own_pool=%d", path.c_str(), deleted ? 1 : 0,
+           own_pool ? 1 : 0);
+    }
   }
   return count;
 }
@@ -239,7 +248,9 @@ bool ModeSurvivor(const ModeConfig& m, int* fd) {
 
   int c = Api().close(*fd);
   *fd = -1;
-  Emit("closed ret=%d maps=%d", c, CountVsocketMappings(false));
+  int own_pools = 0;
+  int maps = CountVsocketMappings(false, &own_pools);
+  Emit("closed ret=%d maps=%d own_pool_maps=%d", c, maps, own_pools);
   return true;
 }
 

@@ -43,8 +43,8 @@ std::vector<std::string> BuildEnv(const std::map<std::string, std::string>& add)
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view kv(*e);
     std::string_view key = kv.substr(0, kv.find('='));
-    // VSOCKET_SHM_POOL is the suite's (ctest -L pool runs tests again
-    // with it); every other VSOCKET_* is the test's to give.
+    // VSOCKET_SHM_POOL is the suite's (ctest -L nopool runs tests again
+    // with pools off); every other VSOCKET_* is the test's to give.
     if ((key.starts_with("VSOCKET_") && key != "VSOCKET_SHM_POOL") ||
         add.count(std::string(key)))
       continue;

@@ -1,7 +1,8 @@
 // Pools (fifo_bridge/shm_pool.h): the offer name's strict parser, pooled
 // offers as ShmSegments (claim, generation, reuse after both sides let go,
-// no reuse before), fork (a child makes its own pool), and a truncated
-// pool resetting its own slices only.
+// no reuse before), a dead owner's pool dropped by a server with its last
+// slice, fork (a child makes its own pool), and a truncated pool resetting
+// its own slices only.
 #include "fifo_bridge/shm_pool.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -199,6 +201,71 @@ TEST(ShmPoolTest, SliceIsReusedOnlyAfterBothSidesLetGo) {
     more.push_back(std::move(s));
   }
   EXPECT_TRUE(reused);
+}
+
+// Whether /proc/self/maps has a line of the file `name` in our directory.
+bool Mapped(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const std::string path = Dir() + "/" + name;
+  while (std::getline(maps, line)) {
+    if (line.find(path) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A server's cached mapping of a pool whose owner died (a zombie not yet
+// reaped counts) goes with the release of its last slice there, and so
+// does the pool's file; while another slice is in use, or while the owner
+// lives, it stays.
+TEST(ShmPoolTest, DeadOwnersPoolGoesWithItsLastSlice) {
+  const std::string key_a = Key("dead", 1), key_b = Key("dead", 2);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::unique_ptr<ShmSegment> a, b;
+    if (ShmSegment::CreateOffer(key_a, kCap, &a, ::geteuid(), true) ||
+        ShmSegment::CreateOffer(key_b, kCap, &b, ::geteuid(), true)) {
+      ::_exit(1);
+    }
+    char c = 'r';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(2);
+    for (;;) ::pause();  // until SIGKILL
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  PoolOfferTarget t;
+  ASSERT_TRUE(ParsePoolOfferTarget(Target(key_a), &t));
+  std::unique_ptr<ShmSegment> a, b;
+  ASSERT_EQ(ShmSegment::OpenOffer(key_a, &a), 0);
+  ASSERT_EQ(ShmSegment::OpenOffer(key_b, &b), 0);
+  ASSERT_TRUE(Mapped(t.pool));
+
+  // The owner lives: a mark and a release keep the mapping.
+  a->NotePeerExited();
+  a.reset();
+  EXPECT_TRUE(Mapped(t.pool));
+  ASSERT_EQ(ShmSegment::OpenOffer(key_a, &a), 0);
+
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  siginfo_t info;  // dead, not reaped: a zombie
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  a->NotePeerExited();
+  b->NotePeerExited();
+  a.reset();  // b still uses the pool
+  EXPECT_TRUE(Mapped(t.pool));
+  b.reset();
+  EXPECT_FALSE(Mapped(t.pool));
+  struct stat st;
+  EXPECT_NE(::lstat((Dir() + "/" + t.pool).c_str(), &st), 0) << t.pool << " still exists";
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::unlink((Dir() + "/" + key_a).c_str());
+  ::unlink((Dir() + "/" + key_b).c_str());
 }
 
 // A forked child's offers come from a pool of its own.
