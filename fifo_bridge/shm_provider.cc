@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 
+#include "base/process_id.h"
 #include "base/private_fd.h"
 #include "fifo_bridge/doorbell.h"
 #include "fifo_bridge/offer_hand_out.h"
@@ -295,7 +296,7 @@ std::unique_ptr<Transport> ShmListener::ClaimOffer(int accepted_fd, const std::s
     *decline = {ReasonForSetupError(err), true};
     return nullptr;
   }
-  header->server_pid = static_cast<uint32_t>(::getpid());
+  header->server_pid = static_cast<uint32_t>(sys::ThisProcessId());
   uint32_t expected = kOffered;
   if (!header->claim.compare_exchange_strong(expected, kClaimed,
                                              std::memory_order_seq_cst)) {

@@ -86,11 +86,11 @@ void ShmLifecycle::CheckLiveness() {
     if (uint64_t held = channel_.consumer()->TakeHeld())
       VSOCKET_LOG(kDebug, "%llu bytes the dead peer held are delivered",
                   static_cast<unsigned long long>(held));
+    // A pool's server: its owner may have died (our close then drops its
+    // mapping; a peer that closed is left to the cache's sweeper).  Before
+    // kLocalPeerGone: a reader that sees the end and closes finds the mark.
+    channel_.segment()->NotePeerExited();
   }
-  // A pool's server: its owner may have died with it (our close then drops
-  // its mapping).  Before kLocalPeerGone: a reader that sees the end and
-  // closes finds the mark.
-  channel_.segment()->NotePeerExited();
   uint32_t local = channel_.side()->local_flags.fetch_or(kLocalPeerGone, std::memory_order_seq_cst);
   // A wait socket already shut for reading (the peer's close was shown)
   // stays readable and refuses the datagram (EPIPE): no wake-up to send.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include "base/pid_namespace.h"
+#include "base/process_id.h"
 #include "base/private_directory.h"
 #include "base/real_libc.h"
 #include "fifo_bridge/segment_fault_guard.h"
@@ -435,7 +436,7 @@ void ShmSegment::InitOfferHeader(uint64_t capacity) {
   header->ring_capacity = capacity;
   // A named offer's file has its owner already (CreateOffer).
   if (header->client_pid == 0) {
-    header->client_pid = static_cast<uint32_t>(::getpid());
+    header->client_pid = static_cast<uint32_t>(sys::ThisProcessId());
     header->client_pid_namespace = sys::PidNamespaceId();
   }
   header->server_pid = 0;
@@ -485,18 +486,19 @@ int ShmSegment::ValidateAndMap(int fd, bool sealed_ok, uid_t euid,
 int ShmSegment::OpenOffer(const std::string& key, uid_t euid,
                           std::unique_ptr<ShmSegment>* out) {
   std::string path = Directory(euid) + "/" + key;
-  // A segment's own file opens at once; a pool's slice is named by a
-  // symlink, which O_NOFOLLOW refuses (ELOOP): then its text says which.
-  // (The order keeps a segment's claim at one call, as before pools.)
-  int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && errno == ELOOP) {
-    char target[256];
-    ssize_t n = ::readlink(path.c_str(), target, sizeof(target));
-    if (n < 0) return -errno;  // gone, or replaced meanwhile by a file: not an offer
-    if (n >= static_cast<ssize_t>(sizeof(target))) return -EINVAL;
+  // A pool's slice (the default) is named by a symlink whose text says
+  // which: one readlink.  A segment's own file (VSOCKET_SHM_POOL=0, sealed
+  // offers have no name) is no symlink (EINVAL): then it opens, with
+  // O_NOFOLLOW (a symlink put there meanwhile is refused, ELOOP).
+  // (Pools first: the other order cost a pooled claim a failed open.)
+  char target[256];
+  ssize_t n = ::readlink(path.c_str(), target, sizeof(target));
+  if (n >= static_cast<ssize_t>(sizeof(target))) return -EINVAL;
+  if (n >= 0)
     return OpenPoolOffer(path, std::string_view(target, static_cast<size_t>(n)), euid, out);
-  }
-  if (fd < 0) return -errno;
+  if (errno != EINVAL) return -errno;  // ENOENT: no offer
+  int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ELOOP ? -EINVAL : -errno;
   int err = ValidateAndMap(fd, /*sealed_ok=*/false, euid, out);
   if (err != 0) {
     sys::close(fd);
