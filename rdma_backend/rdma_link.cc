@@ -1059,26 +1059,23 @@ int RdmaLink::Arm() {
     ibv_ack_cq_events(ev_cq, 1);
     cq_armed_ = false;
   }
-  if (!cq_armed_ && !dead_) {
-    if (ibv_req_notify_cq(cq_, 0) != 0) {
-      DieLocked("ibv_req_notify_cq failed");
-    } else {
-      cq_armed_ = true;
-    }
-  }
+  ArmLocked();
   return PollLocked();
 }
 
 int RdmaLink::ArmIfIdle() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!cq_armed_ && !dead_) {
-    if (ibv_req_notify_cq(cq_, 0) != 0) {
-      DieLocked("ibv_req_notify_cq failed");
-    } else {
-      cq_armed_ = true;
-    }
-  }
+  ArmLocked();
   return PollLocked();
+}
+
+void RdmaLink::ArmLocked() {
+  if (cq_armed_ || dead_) return;
+  if (ibv_req_notify_cq(cq_, 0) != 0) {
+    DieLocked("ibv_req_notify_cq failed");
+  } else {
+    cq_armed_ = true;
+  }
 }
 
 void RdmaLink::PollCm() {
@@ -1091,13 +1088,8 @@ int RdmaLink::Wait(int64_t deadline_ns) {
     std::lock_guard<std::mutex> lock(mu_);
     int n = PollLocked();
     if (n > 0 || dead_) return n;
-    if (!cq_armed_) {
-      if (ibv_req_notify_cq(cq_, 0) != 0) {
-        DieLocked("ibv_req_notify_cq failed");
-        return 0;
-      }
-      cq_armed_ = true;
-    }
+    ArmLocked();
+    if (dead_) return 0;
     n = PollLocked();
     if (n > 0) return n;
   }
@@ -1116,13 +1108,7 @@ int RdmaLink::Wait(int64_t deadline_ns) {
       // same descriptor, which reads empty now): arm again before polling,
       // or the link's sleeping connections would wait for a completion
       // event nobody asked for.
-      if (!dead_) {
-        if (ibv_req_notify_cq(cq_, 0) != 0) {
-          DieLocked("ibv_req_notify_cq failed");
-        } else {
-          cq_armed_ = true;
-        }
-      }
+      ArmLocked();
     }
   }
   if (rc > 0 && (fds[1].revents & POLLIN)) HandleCmEventsLocked();

@@ -291,6 +291,8 @@ class RdmaLink {
   // Client, after a CANCEL: waits (bounded) until the server answered it.
   void WaitForCancelAnswer(uint16_t slot);
   void DieLocked(const char* why);
+  // Arms the CQ unless it is armed or the link is dead (a failure kills it).
+  void ArmLocked();
 
   const bool server_;
   LinkOptions opt_;
