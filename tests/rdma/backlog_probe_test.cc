@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -35,6 +37,18 @@ int ListenLoopback(uint16_t* port) {
   return l;
 }
 
+// A client socket connected to 127.0.0.1:`port` (the listener does not
+// accept it); -1 on failure.
+int ConnectLoopback(uint16_t port) {
+  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (c < 0 || connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
+  return c;
+}
+
 // "127.0.0.1:<client port>" of a connected client socket.
 std::string ClientKey(int c) {
   sockaddr_in a = {};
@@ -51,12 +65,8 @@ TEST(BacklogProbe, FindsConnectionsWaitingForAcceptAndNotTheListener) {
   ASSERT_TRUE(TcpPeersOfPort(port, &peers)) << strerror(errno);
   EXPECT_TRUE(peers.empty()) << "the listener alone is no connection";
 
-  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  int c = ConnectLoopback(port);
+  ASSERT_GE(c, 0) << strerror(errno);
   const std::string key = ClientKey(c);
 
   peers.clear();
@@ -94,12 +104,8 @@ TEST(BacklogProbe, FindsIpv4MappedConnectionsOfADualStackListener) {
   getsockname(l, reinterpret_cast<sockaddr*>(&a6), &len);
   uint16_t port = ntohs(a6.sin6_port);
 
-  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  int c = ConnectLoopback(port);
+  ASSERT_GE(c, 0) << strerror(errno);
   std::set<std::string> peers;
   ASSERT_TRUE(TcpPeersOfPort(port, &peers));
   EXPECT_EQ(peers.count(ClientKey(c)), 1u) << "written as IPv4";
